@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh machine (root, Debian).
+# Only packages tests use live here; bench scripts install their own peers.
+set -euo pipefail
+need=()
+command -v rustfmt >/dev/null || rustup component add rustfmt
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "warning: not root; cannot install ${need[*]}; tests that need them will skip" >&2
+  fi
+fi

@@ -1,0 +1,1 @@
+//! Pure analyses over records: tails, extrapolation, MTTF, buffer sizing, schedulability.

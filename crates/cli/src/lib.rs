@@ -1,0 +1,9 @@
+//! The `punctual` command line as a library, so integration tests and
+//! other front ends call the same code the binary does.
+
+pub mod cmd;
+pub mod error;
+pub mod interrupt;
+pub mod opts;
+
+pub use error::{CliError, CliResult};

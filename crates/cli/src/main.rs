@@ -1,0 +1,67 @@
+//! `punctual`: thin command line over the library crates. Parse, validate,
+//! call, print; no logic lives only here.
+
+use clap::{Parser, Subcommand};
+
+use punctual::cmd;
+
+#[derive(Parser)]
+#[command(
+    name = "punctual",
+    version,
+    about = "Will my deadlines be met on this machine, how often not, why, and what fixes it.",
+    long_about = None
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Survey this machine (sysinfo + timer + noise) and say what it found.
+    Check(cmd::check::Args),
+    /// Thread wake-up latency per CPU (the cyclictest measurement).
+    Timer(cmd::timer::Args),
+    /// Time stolen from a busy thread per CPU (the oslat/sysjitter measurement).
+    Noise(cmd::noise::Args),
+    /// Platform facts that every record carries, with warnings.
+    Sysinfo(cmd::sysinfo::Args),
+    /// Run a scenario in the deterministic simulator.
+    Simulate(cmd::simulate::Args),
+    /// Tails, worst case per hour/day/week, time to buffer underrun, verdicts.
+    Forecast(cmd::forecast::Args),
+    /// Run a bounded stress load on its own and report what it achieved.
+    Load(cmd::load::Args),
+    /// Run a probe with the tracefs flight recorder and name each spike's cause.
+    Cause(cmd::cause::Args),
+    /// Turn records into HTML, CSV, histograms, HdrHistogram logs, Prometheus, Perfetto.
+    Report(cmd::report::Args),
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // clap's own errors are usage errors: status 2, as for our own.
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Check(a) => cmd::check::run(a),
+        Command::Timer(a) => cmd::timer::run(a),
+        Command::Noise(a) => cmd::noise::run(a),
+        Command::Sysinfo(a) => cmd::sysinfo::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
+        Command::Forecast(a) => cmd::forecast::run(a),
+        Command::Report(a) => cmd::report::run(a),
+        Command::Load(a) => cmd::load::run(a),
+        Command::Cause(a) => cmd::cause::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("punctual: {e}");
+        std::process::exit(e.exit_code());
+    }
+}

@@ -1,0 +1,1 @@
+//! Linux measurement probes, platform facts and real-time scheduling control.

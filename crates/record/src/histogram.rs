@@ -1,0 +1,309 @@
+//! Histograms that lose nothing a latency analysis needs.
+//!
+//! Two forms travel together in a series: a sparse fixed-width histogram
+//! (default 1 µs buckets) that anyone can read without a library, and the
+//! HdrHistogram serialization (3 significant digits, nanosecond values)
+//! that merges losslessly across runs and machines. The probes' hot loops
+//! only call [`Recorder::record`], which is O(1) and allocation-free after
+//! warm-up except when a new sparse bucket appears.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use punctual_units::Nanos;
+use serde::{Deserialize, Serialize};
+
+use crate::{Metric, Percentiles, Series};
+
+/// 1 µs: fine enough for every tail the forecasts use, coarse enough that a
+/// day-long run's histogram stays small.
+pub const DEFAULT_BUCKET_NS: u64 = 1_000;
+
+/// Sparse fixed-width histogram: `buckets` holds `[lower_ns, count]` pairs
+/// in increasing order, only for non-empty buckets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    pub bucket_ns: u64,
+    pub buckets: Vec<(u64, u64)>,
+}
+
+impl Histogram {
+    pub fn total(&self) -> u64 {
+        self.buckets.iter().map(|b| b.1).sum()
+    }
+
+    /// Samples that may lie strictly above `x`: every bucket that holds any
+    /// value greater than `x`. The bucket containing `x` counts whole, so the
+    /// error is at most one bucket width and always towards more
+    /// exceedances (a forecast of underruns errs towards more, not fewer).
+    pub fn count_above(&self, x: Nanos) -> u64 {
+        let w = self.bucket_ns.max(1);
+        self.buckets
+            .iter()
+            .filter(|(lo, _)| lo + (w - 1) > x.0)
+            .map(|b| b.1)
+            .sum()
+    }
+
+    /// Re-buckets to a coarser width (a multiple of the current one), for
+    /// the 100 µs histograms of seed 000 and the cyclictest format.
+    pub fn rebucket(&self, bucket_ns: u64) -> Histogram {
+        let w = bucket_ns.max(self.bucket_ns).max(1);
+        let mut m: BTreeMap<u64, u64> = BTreeMap::new();
+        for (lo, c) in &self.buckets {
+            *m.entry(lo / w * w).or_default() += c;
+        }
+        Histogram {
+            bucket_ns: w,
+            buckets: m.into_iter().collect(),
+        }
+    }
+
+    /// Lossless merge of two histograms of the same bucket width (the
+    /// coarser width wins when they differ).
+    pub fn merge(&self, other: &Histogram) -> Histogram {
+        let w = self.bucket_ns.max(other.bucket_ns).max(1);
+        let mut m: BTreeMap<u64, u64> = BTreeMap::new();
+        for (lo, c) in self.buckets.iter().chain(other.buckets.iter()) {
+            *m.entry(lo / w * w).or_default() += c;
+        }
+        Histogram {
+            bucket_ns: w,
+            buckets: m.into_iter().collect(),
+        }
+    }
+}
+
+/// Accumulates samples of one series with bounded memory.
+///
+/// Memory: the HdrHistogram (auto-resizing, ~40 KiB per decade of range
+/// at 3 significant digits) plus one map entry per distinct sparse bucket;
+/// with 1 µs buckets and values up to 1 s that is at most 10⁶ entries, and
+/// in practice a few thousand. It never grows with the number of samples.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    hdr: hdrhistogram::Histogram<u64>,
+    sparse: BTreeMap<u64, u64>,
+    bucket_ns: u64,
+    count: u64,
+    sum: u128,
+    min: u64,
+    max: u64,
+    missed: u64,
+    sample_period: Option<Nanos>,
+}
+
+impl Recorder {
+    pub fn new(bucket: Nanos) -> Self {
+        let mut hdr = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)
+            .expect("valid hdr bounds");
+        hdr.auto(true);
+        Recorder {
+            hdr,
+            sparse: BTreeMap::new(),
+            bucket_ns: bucket.0.max(1),
+            count: 0,
+            sum: 0,
+            min: u64::MAX,
+            max: 0,
+            missed: 0,
+            sample_period: None,
+        }
+    }
+
+    pub fn with_sample_period(mut self, p: Nanos) -> Self {
+        self.sample_period = Some(p);
+        self
+    }
+
+    #[inline]
+    pub fn record(&mut self, v: Nanos) {
+        let x = v.0;
+        // HdrHistogram cannot hold 0 with a lowest bound of 1; a 0 ns value
+        // is recorded as 1 ns there and exactly in the sparse form.
+        let _ = self.hdr.record(x.max(1));
+        *self
+            .sparse
+            .entry(x / self.bucket_ns * self.bucket_ns)
+            .or_default() += 1;
+        self.count += 1;
+        self.sum += x as u128;
+        self.min = self.min.min(x);
+        self.max = self.max.max(x);
+    }
+
+    pub fn add_missed(&mut self, k: u64) {
+        self.missed += k;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+    pub fn max(&self) -> Nanos {
+        Nanos(self.max)
+    }
+    pub fn missed(&self) -> u64 {
+        self.missed
+    }
+    pub fn mean(&self) -> Nanos {
+        if self.count == 0 {
+            Nanos::ZERO
+        } else {
+            Nanos((self.sum / self.count as u128) as u64)
+        }
+    }
+    pub fn quantile(&self, q: f64) -> Nanos {
+        if self.count == 0 {
+            Nanos::ZERO
+        } else {
+            Nanos(self.hdr.value_at_quantile(q).min(self.max))
+        }
+    }
+
+    /// Folds another recorder in (per-thread recorders joined at the end).
+    pub fn merge(&mut self, o: &Recorder) {
+        let _ = self.hdr.add(&o.hdr);
+        for (k, v) in &o.sparse {
+            *self
+                .sparse
+                .entry(*k / self.bucket_ns * self.bucket_ns)
+                .or_default() += v;
+        }
+        self.count += o.count;
+        self.sum += o.sum;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.missed += o.missed;
+    }
+
+    pub fn to_series(&self, name: &str, metric: Metric) -> Series {
+        let q = |p| self.quantile(p);
+        Series {
+            name: name.to_string(),
+            cpu: None,
+            task: None,
+            metric,
+            unit: "ns".to_string(),
+            count: self.count,
+            min: if self.count == 0 {
+                Nanos::ZERO
+            } else {
+                Nanos(self.min)
+            },
+            mean: self.mean(),
+            max: Nanos(self.max),
+            percentiles: Percentiles {
+                p50: q(0.5),
+                p90: q(0.9),
+                p99: q(0.99),
+                p99_9: q(0.999),
+                p99_99: q(0.9999),
+            },
+            missed: self.missed,
+            sample_period_ns: self.sample_period,
+            histogram: Histogram {
+                bucket_ns: self.bucket_ns,
+                buckets: self.sparse.iter().map(|(k, v)| (*k, *v)).collect(),
+            },
+            hdr: encode_hdr(&self.hdr),
+        }
+    }
+
+    /// Rebuilds a recorder from a stored series (for merging records).
+    pub fn from_series(s: &Series) -> Result<Recorder, String> {
+        let mut r = Recorder::new(Nanos(s.histogram.bucket_ns));
+        if !s.hdr.is_empty() {
+            r.hdr = decode_hdr(&s.hdr)?;
+            r.hdr.auto(true);
+        } else {
+            for (lo, c) in &s.histogram.buckets {
+                let _ = r.hdr.record_n((*lo).max(1), *c);
+            }
+        }
+        r.sparse = s.histogram.buckets.iter().copied().collect();
+        r.count = s.count;
+        r.sum = s.mean.0 as u128 * s.count as u128;
+        r.min = if s.count == 0 { u64::MAX } else { s.min.0 };
+        r.max = s.max.0;
+        r.missed = s.missed;
+        r.sample_period = s.sample_period_ns;
+        Ok(r)
+    }
+
+    pub fn hdr(&self) -> &hdrhistogram::Histogram<u64> {
+        &self.hdr
+    }
+}
+
+pub fn encode_hdr(h: &hdrhistogram::Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    if V2DeflateSerializer::new().serialize(h, &mut buf).is_err() {
+        return String::new();
+    }
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+pub fn decode_hdr(text: &str) -> Result<hdrhistogram::Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|e| format!("hdr field is not base64: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut std::io::Cursor::new(bytes))
+        .map_err(|e| format!("hdr field is not an HdrHistogram: {e:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_and_percentiles() {
+        let mut r = Recorder::new(Nanos(1000));
+        for v in 1..=1000u64 {
+            r.record(Nanos(v * 1000));
+        }
+        let s = r.to_series("x", Metric::Latency);
+        assert_eq!(s.count, 1000);
+        assert_eq!(s.min, Nanos(1000));
+        assert_eq!(s.max, Nanos(1_000_000));
+        assert_eq!(s.mean, Nanos(500_500));
+        let p50 = s.percentiles.p50.0 as f64;
+        assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.002, "{p50}");
+        assert_eq!(s.histogram.total(), 1000);
+        assert_eq!(s.count_above(Nanos(990_999)), 10);
+        assert_eq!(s.count_above(Nanos(990_500)), 11);
+    }
+
+    #[test]
+    fn merge_is_lossless() {
+        let mut a = Recorder::new(Nanos(1000));
+        let mut b = Recorder::new(Nanos(1000));
+        for v in 0..500u64 {
+            a.record(Nanos(v * 37));
+            b.record(Nanos(v * 91 + 5));
+        }
+        let mut all = a.clone();
+        all.merge(&b);
+        let sa = a.to_series("a", Metric::Gap);
+        let sb = b.to_series("b", Metric::Gap);
+        let merged = sa.histogram.merge(&sb.histogram);
+        assert_eq!(merged, all.to_series("m", Metric::Gap).histogram);
+        let back = Recorder::from_series(&sa).unwrap();
+        assert_eq!(back.hdr().len(), 500);
+        assert_eq!(back.to_series("a", Metric::Gap).percentiles, sa.percentiles);
+    }
+
+    #[test]
+    fn rebucket_keeps_counts() {
+        let mut r = Recorder::new(Nanos(1000));
+        for v in [0u64, 999, 1000, 150_000, 199_999, 200_000] {
+            r.record(Nanos(v));
+        }
+        let h = r
+            .to_series("x", Metric::Interval)
+            .histogram
+            .rebucket(100_000);
+        assert_eq!(h.buckets, vec![(0, 3), (100_000, 2), (200_000, 1)]);
+    }
+}

@@ -1,0 +1,1 @@
+//! Output formats for records: terminal, JSON, CSV, HTML/SVG, histograms, HdrHistogram logs, Prometheus, Perfetto.

@@ -1,0 +1,1 @@
+//! Rialto-style precomputed scheduling plan and time constraints (seed 001).

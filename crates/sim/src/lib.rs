@@ -1,0 +1,1 @@
+//! Deterministic discrete-event simulator of a machine, its noise and its tasks.

@@ -1,0 +1,1 @@
+//! tracefs flight recorder, binary ring-buffer parser and cause attribution.
