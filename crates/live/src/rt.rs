@@ -1,0 +1,217 @@
+//! Scheduling policy, CPU affinity and memory locking for the calling thread.
+//!
+//! Each call returns a `Result` whose error says what was refused and why,
+//! so callers can turn it into a warning; [`PolicyGuard`] puts the thread's
+//! old policy back when dropped, so a real-time policy ends with the run on
+//! every exit path.
+
+use std::io;
+
+use punctual_units::Nanos;
+
+/// The scheduling policies the probes and loads can ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    Other {
+        nice: i32,
+    },
+    Fifo {
+        priority: u8,
+    },
+    Rr {
+        priority: u8,
+    },
+    Deadline {
+        runtime: Nanos,
+        deadline: Nanos,
+        period: Nanos,
+    },
+}
+
+impl Policy {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Policy::Other { .. } => "other",
+            Policy::Fifo { .. } => "fifo",
+            Policy::Rr { .. } => "rr",
+            Policy::Deadline { .. } => "deadline",
+        }
+    }
+}
+
+/// sched_attr as the kernel defines it (include/uapi/linux/sched/types.h).
+#[repr(C)]
+#[derive(Default, Debug, Clone, Copy)]
+pub struct SchedAttr {
+    pub size: u32,
+    pub sched_policy: u32,
+    pub sched_flags: u64,
+    pub sched_nice: i32,
+    pub sched_priority: u32,
+    pub sched_runtime: u64,
+    pub sched_deadline: u64,
+    pub sched_period: u64,
+    pub sched_util_min: u32,
+    pub sched_util_max: u32,
+}
+
+pub const SCHED_DEADLINE: u32 = 6;
+/// Reclaim the thread's policy in forked children (not inherited).
+pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+
+/// sched_setattr(2) for thread `tid` (0 = calling thread).
+pub fn sched_setattr(tid: i32, attr: &SchedAttr) -> io::Result<()> {
+    let mut a = *attr;
+    a.size = std::mem::size_of::<SchedAttr>() as u32;
+    // SAFETY: a is a valid sched_attr of the size we announce.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &a as *const SchedAttr, 0u32) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// sched_getattr(2) for thread `tid` (0 = calling thread).
+pub fn sched_getattr(tid: i32) -> io::Result<SchedAttr> {
+    let mut a = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        ..Default::default()
+    };
+    // SAFETY: a is writable and its size is passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            tid,
+            &mut a as *mut SchedAttr,
+            a.size,
+            0u32,
+        )
+    };
+    if r == 0 {
+        Ok(a)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn attr_for(p: Policy) -> SchedAttr {
+    let mut a = SchedAttr::default();
+    match p {
+        Policy::Other { nice } => {
+            a.sched_policy = libc::SCHED_OTHER as u32;
+            a.sched_nice = nice;
+        }
+        Policy::Fifo { priority } => {
+            a.sched_policy = libc::SCHED_FIFO as u32;
+            a.sched_priority = priority as u32;
+        }
+        Policy::Rr { priority } => {
+            a.sched_policy = libc::SCHED_RR as u32;
+            a.sched_priority = priority as u32;
+        }
+        Policy::Deadline {
+            runtime,
+            deadline,
+            period,
+        } => {
+            a.sched_policy = SCHED_DEADLINE;
+            a.sched_runtime = runtime.0;
+            a.sched_deadline = deadline.0;
+            a.sched_period = period.0;
+        }
+    }
+    a.sched_flags = SCHED_FLAG_RESET_ON_FORK;
+    a
+}
+
+/// Sets the calling thread's policy; the guard restores the previous one.
+pub fn set_policy(p: Policy) -> io::Result<PolicyGuard> {
+    let old = sched_getattr(0)?;
+    sched_setattr(0, &attr_for(p))?;
+    Ok(PolicyGuard { old })
+}
+
+/// Restores the thread's previous scheduling attributes on drop. Must be
+/// dropped on the thread that created it.
+#[derive(Debug)]
+pub struct PolicyGuard {
+    old: SchedAttr,
+}
+
+impl Drop for PolicyGuard {
+    fn drop(&mut self) {
+        let mut old = self.old;
+        old.sched_flags = 0;
+        let _ = sched_setattr(0, &old);
+    }
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_to_cpu(cpu: u32) -> io::Result<()> {
+    pin_to_cpus(&[cpu])
+}
+
+pub fn pin_to_cpus(cpus: &[u32]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for
+    // indices < CPU_SETSIZE, which we check.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            if c as usize >= libc::CPU_SETSIZE as usize {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "cpu out of range",
+                ));
+            }
+            libc::CPU_SET(c as usize, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+/// Locks current and future memory so page faults do not add latency.
+pub fn lock_memory() -> io::Result<()> {
+    // SAFETY: plain syscall with constant flags.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+pub fn unlock_memory() {
+    // SAFETY: plain syscall.
+    unsafe { libc::munlockall() };
+}
+
+/// Names the calling thread (visible as comm in /proc and tracefs; the
+/// kernel keeps 15 bytes).
+pub fn set_thread_name(name: &str) {
+    let mut bytes: Vec<u8> = name.bytes().filter(|b| *b != 0).take(15).collect();
+    bytes.push(0);
+    // SAFETY: bytes is NUL-terminated and at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, bytes.as_ptr() as libc::c_ulong, 0, 0, 0) };
+}
+
+/// Kernel thread id of the calling thread.
+pub fn gettid() -> i32 {
+    // SAFETY: plain syscall.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Whether SCHED_FIFO can be set here (root or CAP_SYS_NICE and RT budget).
+/// Tries it on a short-lived thread so the caller's policy is untouched.
+pub fn fifo_permitted() -> Result<(), String> {
+    std::thread::spawn(|| {
+        set_policy(Policy::Fifo { priority: 1 })
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .join()
+    .unwrap_or_else(|_| Err("probe thread panicked".into()))
+}

@@ -1,0 +1,1 @@
+//! cyclictest-compatible histogram output (`--hist`).
