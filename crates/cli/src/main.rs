@@ -35,6 +35,12 @@ enum Command {
     Load(cmd::load::Args),
     /// Run a probe with the tracefs flight recorder and name each spike's cause.
     Cause(cmd::cause::Args),
+    /// Run real threads under CPU reservations (SCHED_DEADLINE, Rez-C, Rez-FB) and time constraints.
+    Reserve(cmd::reserve::Args),
+    /// Run a real buffered consumer and compare its underruns with the forecast.
+    Validate(cmd::validate::Args),
+    /// Long-running low-rate probe serving rolling worst cases on /metrics.
+    Monitor(cmd::monitor::Args),
     /// Turn records into HTML, CSV, histograms, HdrHistogram logs, Prometheus, Perfetto.
     Report(cmd::report::Args),
 }
@@ -59,6 +65,9 @@ fn main() {
         Command::Report(a) => cmd::report::run(a),
         Command::Load(a) => cmd::load::run(a),
         Command::Cause(a) => cmd::cause::run(a),
+        Command::Reserve(a) => cmd::reserve::run(a),
+        Command::Validate(a) => cmd::validate::run(a),
+        Command::Monitor(a) => cmd::monitor::run(a),
     };
     if let Err(e) = result {
         eprintln!("punctual: {e}");
