@@ -3,6 +3,9 @@
 # Only packages tests use live here; bench scripts install their own peers.
 set -euo pipefail
 need=()
+# report/monitor tests: headless browser, promtool and a real Prometheus.
+command -v chromium >/dev/null || need+=(chromium)
+command -v promtool >/dev/null || need+=(prometheus)
 command -v rustfmt >/dev/null || rustup component add rustfmt
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 if [ ${#need[@]} -gt 0 ]; then

@@ -48,6 +48,11 @@ pub struct Record {
     /// RFC 3339 wall-clock time of the start (for a simulation: when the
     /// simulation was run, not simulated time).
     pub started_at: String,
+    /// CLOCK_MONOTONIC at the run's time zero: what the record's relative
+    /// times (`spikes[].at_ns`, timelines) add to, to meet tracefs
+    /// timestamps (`trace_clock` mono) in cause attribution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_mono_ns: Option<Nanos>,
     pub duration_ns: Nanos,
     /// True when Ctrl-C / SIGTERM ended the run early: the data is real but
     /// covers less than the asked duration.
@@ -94,6 +99,7 @@ impl Record {
             source,
             kind: kind.to_string(),
             started_at: String::new(),
+            started_mono_ns: None,
             duration_ns: Nanos::ZERO,
             interrupted: false,
             platform,

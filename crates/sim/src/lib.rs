@@ -1,1 +1,39 @@
-//! Deterministic discrete-event simulator of a machine, its noise and its tasks.
+//! Deterministic discrete-event simulator of a machine, its noise and its
+//! tasks, on the same scheduler core as live reservations.
+//!
+//! `run(scenario, options)` gives the very record a live probe writes
+//! (`source: simulated`), so every analysis and report works on both. Same
+//! scenario text and seed ⇒ same bytes: the event queue breaks ties by
+//! insertion order, randomness comes from the in-crate [`rng::Rng`] seeded
+//! per source, and the record carries a fixed start time.
+pub mod engine;
+pub mod output;
+pub mod rng;
+pub mod scenario;
+
+use std::sync::atomic::AtomicBool;
+
+pub use engine::{Outcome, RunOptions, Sim, DEFAULT_DURATION, DEFAULT_SEED};
+pub use output::{summary, to_record, trace_json};
+pub use scenario::{parse_set, sweep_values, Scenario, ScenarioError};
+
+/// Builds and runs a scenario.
+pub fn run(
+    scn: &Scenario,
+    opts: &RunOptions,
+    stop: Option<&AtomicBool>,
+) -> Result<Outcome, ScenarioError> {
+    Ok(Sim::new(scn, opts)?.run(stop))
+}
+
+/// Parses and runs scenario text; the common path of tests and sweeps.
+pub fn run_text(
+    file: &str,
+    text: &str,
+    overrides: &[(String, String)],
+    opts: &RunOptions,
+) -> Result<(Scenario, Outcome), ScenarioError> {
+    let scn = Scenario::parse(file, text, overrides)?;
+    let o = run(&scn, opts, None)?;
+    Ok((scn, o))
+}

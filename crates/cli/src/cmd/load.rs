@@ -1,10 +1,270 @@
-//! `punctual load` (being built; see the open issue).
+//! `punctual load`: run a bounded stress load on its own and say what it
+//! achieved. The loads run in a worker child (this same binary with the
+//! hidden `--worker` flag) exactly as they do under a probe's `--load`, so
+//! what this verb shows is what a probe's record will carry.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use punctual_loads::{LoadSpec, Loads, LoadsOutcome, RunningLoads};
+use punctual_record::{Record, Source, Warning};
+use punctual_units::Nanos;
 
 use crate::error::{CliError, CliResult};
+use crate::interrupt::{interrupted, stop_flag};
+use crate::opts;
+
+const KINDS_HELP: &str = "\
+Kinds and options (KIND[:opt,opt=val…], several joined with '+'):
+  net    TCP stream over 127.0.0.1: msg=128K sndbuf= rcvbuf= tx-cpu= rx-cpu= streams=1
+         UDP at a fixed rate: udp rate=PPS pkt=1472 rcvbuf= drain=DURATION
+  disk   reads of a temporary file: dir=/var/tmp size=256M bs=128K seq|rand
+         direct|buffered qd=1 irq-cpu=N cpus=LIST
+  cpu    busy threads: threads=1 policy=other|fifo|rr priority=1..99 nice=-20..19
+         cpus=LIST duty=100% period=10ms
+  mem    streaming copy: size=(4 x LLC, >= 64M) threads=1 cpus=LIST
+  timer  short sleeps: threads=8 interval=100us cpus=LIST
+  cmd    an external program, no shell: cmd:PROG,ARG,… or `load cmd -- PROG ARGS…`
+Examples:
+  punctual load net --duration 10s
+  punctual load disk:direct,rand,bs=4K,irq-cpu=1 --duration 30s --json disk.json
+  punctual load cpu:threads=2,policy=fifo,priority=50,duty=50% --duration 5s
+  punctual load net+mem --duration 1m";
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = KINDS_HELP)]
+pub struct Args {
+    /// The load(s): KIND[:opt,opt=val…][+KIND…]; kinds: net, disk, cpu, mem, timer, cmd.
+    #[arg(value_name = "SPEC", required_unless_present = "worker")]
+    pub spec: Option<String>,
+    /// How long the load runs (it stops by itself).
+    #[arg(long, short = 'd', value_parser = opts::positive_duration, default_value = "10s")]
+    pub duration: Nanos,
+    /// Also write the run record (JSON, with the `load` section) here.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Internal: be the load worker child of a probe or of `punctual load`.
+    #[arg(long, hide = true, value_name = "REQUEST")]
+    pub worker: Option<String>,
+    /// For `cmd`: the program and its arguments, after `--`.
+    #[arg(last = true, value_name = "ARGV")]
+    pub argv: Vec<String>,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::runtime("'load' is not built yet"))
+pub fn run(args: Args) -> CliResult {
+    if let Some(req) = &args.worker {
+        std::process::exit(punctual_loads::worker_main(req));
+    }
+    let text = args.spec.clone().unwrap_or_default();
+    let specs = if !args.argv.is_empty() {
+        if text.trim() != "cmd" {
+            return Err(CliError::usage(format!(
+                "arguments after -- are a program for the 'cmd' kind, but the load is '{text}'"
+            )));
+        }
+        vec![LoadSpec::command(args.argv.clone()).map_err(|e| CliError::usage(e.to_string()))?]
+    } else {
+        LoadSpec::parse_list(&text).map_err(|e| CliError::usage(e.to_string()))?
+    };
+    opts::check_output("--json", &args.json)?;
+    let flag = stop_flag();
+    for m in punctual_loads::irq::recover_stale() {
+        eprintln!("punctual: {m}");
+    }
+    let started_at = rfc3339_now();
+    let running =
+        start_loads(&specs, args.duration)?.ok_or_else(|| CliError::usage("no load given"))?;
+    let t0 = Instant::now();
+    eprintln!(
+        "punctual load: {} for {} (worker pid {}); Ctrl-C stops early and keeps the figures",
+        specs
+            .iter()
+            .map(|s| s.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" + "),
+        args.duration,
+        running.pid()
+    );
+    let mut was_interrupted = false;
+    while Instant::now() < running.deadline() {
+        if interrupted(&flag) {
+            was_interrupted = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let outcome = running.stop_outcome();
+    let ran = Nanos::from_std(t0.elapsed());
+    print!("{}", render(&outcome));
+    for n in &outcome.notes {
+        eprintln!("punctual: {n}");
+    }
+    if let Some(path) = &args.json {
+        let mut rec = Record::new(Source::Measured, "load", punctual_live::sysinfo::collect());
+        rec.started_at = started_at;
+        rec.duration_ns = ran;
+        rec.interrupted = was_interrupted;
+        rec.set_config(
+            "load",
+            specs.iter().map(|s| s.text.clone()).collect::<Vec<_>>(),
+        );
+        rec.set_config("duration_ns", args.duration.0);
+        rec.load = outcome.reports.clone();
+        if was_interrupted {
+            rec.warnings.push(Warning::Interrupted {
+                completed_ns: ran.0,
+                asked_ns: args.duration.0,
+            });
+        }
+        for n in &outcome.notes {
+            rec.warnings.push(Warning::Other { message: n.clone() });
+        }
+        rec.write(path)
+            .map_err(|e| CliError::runtime(format!("--json {}: {e}", path.display())))?;
+    }
+    if outcome.reports.is_empty() {
+        return Err(CliError::runtime(
+            "the loads reported nothing (see the notes above)",
+        ));
+    }
+    Ok(())
+}
+
+/// clap value parser for the probes' `--load KIND[:opts][+KIND…]`.
+pub fn load_spec(s: &str) -> Result<Vec<LoadSpec>, String> {
+    LoadSpec::parse_list(s).map_err(|e| e.to_string())
+}
+
+/// For probe verbs: starts `--load` (if given) for the probe's duration.
+/// Returns once the loads run; a spec that cannot be used here (unwritable
+/// dir, missing program) is a usage error.
+pub fn start_loads(specs: &[LoadSpec], duration: Nanos) -> CliResult<Option<RunningLoads>> {
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    Loads::start(specs, duration).map(Some).map_err(|e| {
+        if e.is_usage() {
+            CliError::usage(e.to_string())
+        } else {
+            CliError::runtime(e.to_string())
+        }
+    })
+}
+
+/// For probe verbs: stops the loads and puts what they achieved in the
+/// record's `load` section, their notes as warnings and the specs in
+/// `config.load`.
+pub fn finish_loads(running: Option<RunningLoads>, specs: &[LoadSpec], rec: &mut Record) {
+    let Some(r) = running else { return };
+    let o = r.stop_outcome();
+    rec.set_config(
+        "load",
+        specs.iter().map(|s| s.text.clone()).collect::<Vec<_>>(),
+    );
+    rec.load = o.reports;
+    for n in o.notes {
+        rec.warnings.push(Warning::Other { message: n });
+    }
+}
+
+/// One block per load, figures in the order a user reads them: the
+/// headline (throughput, MB/s…) first, then the rest alphabetically.
+fn render(o: &LoadsOutcome) -> String {
+    const HEADLINE: &[&str] = &[
+        "throughput_gbit_s",
+        "messages_per_s",
+        "packets_per_s",
+        "lost_packets",
+        "loss_fraction",
+        "mb_per_s",
+        "iops",
+        "copy_gb_per_s",
+        "wakeups_per_s",
+        "cpu_fraction",
+        "duration_s",
+    ];
+    let mut s = String::new();
+    for r in &o.reports {
+        s.push_str(&format!("{}  ({})\n", r.kind, r.spec));
+        let mut keys: Vec<&String> = r.achieved.keys().collect();
+        keys.sort_by_key(|k| {
+            (
+                HEADLINE.iter().position(|h| h == k).unwrap_or(usize::MAX),
+                (*k).clone(),
+            )
+        });
+        for k in keys {
+            s.push_str(&format!("  {:<28} {}\n", k, fmt_num(r.achieved[k])));
+        }
+    }
+    s
+}
+
+fn fmt_num(v: f64) -> String {
+    if v == v.trunc() && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// Wall-clock start in RFC 3339 (UTC), without a date crate.
+fn rfc3339_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(fmt_num(3.0), "3");
+        assert_eq!(fmt_num(35.123), "35.12");
+        assert_eq!(fmt_num(12345.6), "12346");
+        assert_eq!(fmt_num(0.01234), "0.0123");
+    }
+
+    #[test]
+    fn headline_first() {
+        let mut r = punctual_record::LoadReport {
+            kind: "net".into(),
+            spec: "net".into(),
+            achieved: Default::default(),
+        };
+        r.achieved.insert("bytes_received".into(), 1.0);
+        r.achieved.insert("throughput_gbit_s".into(), 2.5);
+        let s = render(&LoadsOutcome {
+            reports: vec![r],
+            notes: vec![],
+        });
+        let a = s.find("throughput_gbit_s").unwrap();
+        let b = s.find("bytes_received").unwrap();
+        assert!(a < b, "{s}");
+    }
 }

@@ -1,10 +1,388 @@
-//! `punctual monitor` (being built; see the open issue).
+//! `punctual monitor`: a low-rate timer probe per CPU that runs for weeks,
+//! keeping rolling hourly/daily/weekly worst cases and the kernel's
+//! stolen-time counters, served on `/metrics` for Prometheus and/or written
+//! to a node_exporter textfile, with its state persisted so a restart (even
+//! `kill -9`) loses at most one persist interval.
+//!
+//! The probe is a minimal absolute `clock_nanosleep` loop per CPU, built on
+//! `punctual_live::clock` (the full timer probe keeps per-run histograms
+//! and spike logs a week-long run does not need). The rolling state and
+//! its Prometheus text live in `punctual_report::monitor`, behind a
+//! `ProbeSource` trait that tests drive with an accelerated clock.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use punctual_live::clock::{mono, sleep_until};
+use punctual_live::rt::{self, Policy};
+use punctual_record::Nanos;
+use punctual_report::monitor::{drain, KernelTimes, MonitorState, ProbeSource, Sample};
 
 use crate::error::{CliError, CliResult};
+use crate::opts;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Wake-ups per second of each CPU's probe (1–10000).
+    #[arg(long, default_value_t = 100)]
+    pub rate: u32,
+    /// CPUs to probe: 0, 0,1, 0-3 or all.
+    #[arg(long, default_value = "all")]
+    pub cpus: String,
+    /// Address for the HTTP /metrics endpoint; `off` disables it.
+    #[arg(long, default_value = "127.0.0.1:9634", value_name = "ADDR")]
+    pub listen: String,
+    /// Also write the metrics to this file (node_exporter textfile
+    /// collector), atomically, every persist interval.
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
+    /// Persist the rolling state here and restore it at start.
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// How often state and textfile are written (what a crash can lose).
+    #[arg(long, default_value = "60s", value_parser = opts::positive_duration)]
+    pub persist_every: Nanos,
+    /// SCHED_FIFO priority of the probe threads (0: SCHED_OTHER).
+    #[arg(long, default_value_t = 50)]
+    pub priority: u8,
+    /// Stop after this long (default: run until Ctrl-C / SIGTERM).
+    #[arg(long, value_parser = opts::positive_duration)]
+    pub duration: Option<Nanos>,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::runtime("'monitor' is not built yet"))
+fn unix_now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Absolute-deadline timer loop on one CPU.
+struct LiveTimer {
+    cpu: u32,
+    period: Nanos,
+    next: Nanos,
+    stop: Arc<AtomicBool>,
+}
+
+impl ProbeSource for LiveTimer {
+    fn next_sample(&mut self) -> Option<Sample> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        sleep_until(self.next);
+        let now = mono();
+        let late = now.saturating_sub(self.next);
+        let missed = late.0 / self.period.0;
+        self.next += self.period * (missed + 1);
+        Some(Sample {
+            cpu: self.cpu,
+            at_unix_ns: unix_now_ns(),
+            latency_ns: late.0,
+            missed,
+        })
+    }
+}
+
+/// Cumulative irq, softirq and steal per CPU from /proc/stat (USER_HZ is
+/// 100 on Linux, so one tick is 10 ms).
+fn kernel_times() -> Vec<(u32, KernelTimes)> {
+    let Ok(text) = std::fs::read_to_string("/proc/stat") else {
+        return Vec::new();
+    };
+    let tick = 10_000_000u64;
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next()?;
+            let cpu: u32 = name.strip_prefix("cpu")?.parse().ok()?;
+            let v: Vec<u64> = it.filter_map(|x| x.parse().ok()).collect();
+            Some((
+                cpu,
+                KernelTimes {
+                    irq_ns: v.get(5)? * tick,
+                    softirq_ns: v.get(6)? * tick,
+                    steal_ns: v.get(7).copied().unwrap_or(0) * tick,
+                },
+            ))
+        })
+        .collect()
+}
+
+fn load_state(path: &Path, cpus: &[u32], rate: u32) -> CliResult<(MonitorState, bool)> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let mut st = MonitorState::from_json(&text).map_err(|e| {
+                CliError::usage(format!(
+                    "--state {}: {e}; move the file away to start afresh",
+                    path.display()
+                ))
+            })?;
+            st.restarts += 1;
+            st.rate_hz = rate;
+            for c in cpus {
+                if !st.cpus.iter().any(|x| x.cpu == *c) {
+                    st.cpus.push(punctual_report::monitor::CpuState::new(*c));
+                }
+            }
+            Ok((st, true))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok((MonitorState::new(cpus, rate, unix_now_ns()), false))
+        }
+        Err(e) => Err(CliError::usage(format!(
+            "--state {}: cannot read it: {e}",
+            path.display()
+        ))),
+    }
+}
+
+fn serve_one(mut s: TcpStream, state: &Mutex<MonitorState>) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut buf = [0u8; 4096];
+    let mut req = Vec::new();
+    while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => req.extend_from_slice(&buf[..n]),
+        }
+    }
+    let line = String::from_utf8_lossy(&req);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, ctype, body) = if method != "GET" && method != "HEAD" {
+        (
+            "405 Method Not Allowed",
+            "text/plain",
+            "only GET\n".to_string(),
+        )
+    } else if path == "/metrics" || path.starts_with("/metrics?") {
+        let text = state
+            .lock()
+            .map(|st| st.exposition(unix_now_ns()))
+            .unwrap_or_default();
+        ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
+    } else if path == "/" {
+        (
+            "200 OK",
+            "text/plain; charset=utf-8",
+            "punctual monitor: metrics at /metrics\n".to_string(),
+        )
+    } else {
+        (
+            "404 Not Found",
+            "text/plain",
+            "not found; try /metrics\n".to_string(),
+        )
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = s.write_all(head.as_bytes());
+    if method != "HEAD" {
+        let _ = s.write_all(body.as_bytes());
+    }
+}
+
+fn serve(listener: TcpListener, state: Arc<Mutex<MonitorState>>, stop: Arc<AtomicBool>) {
+    let _ = listener.set_nonblocking(true);
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((s, _)) => {
+                let _ = s.set_nonblocking(false);
+                serve_one(s, &state);
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn persist(state: &Mutex<MonitorState>, a: &Args) -> CliResult {
+    let (json, text) = match state.lock() {
+        Ok(st) => (st.to_json(), st.exposition(unix_now_ns())),
+        Err(_) => return Err(CliError::runtime("monitor state lock poisoned")),
+    };
+    if let Some(p) = &a.state {
+        punctual_record::write_atomic(p, json.as_bytes())
+            .map_err(|e| CliError::runtime(format!("cannot write state {}: {e}", p.display())))?;
+    }
+    if let Some(p) = &a.textfile {
+        punctual_record::write_atomic(p, text.as_bytes())
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", p.display())))?;
+    }
+    Ok(())
+}
+
+pub fn run(a: Args) -> CliResult {
+    if !(1..=10_000).contains(&a.rate) {
+        return Err(CliError::usage(format!(
+            "--rate {} is out of range; use 1 to 10000 wake-ups per second",
+            a.rate
+        )));
+    }
+    if a.priority > 99 {
+        return Err(CliError::usage(format!(
+            "--priority {} is out of range; SCHED_FIFO priorities are 1-99 (0 for SCHED_OTHER)",
+            a.priority
+        )));
+    }
+    let cpus = opts::cpu_list(&a.cpus, &opts::online_cpus())?;
+    let listen: Option<SocketAddr> = if a.listen == "off" {
+        None
+    } else {
+        Some(a.listen.parse().map_err(|_| {
+            CliError::usage(format!(
+                "--listen '{}' is not an address like 127.0.0.1:9634 (or 'off')",
+                a.listen
+            ))
+        })?)
+    };
+    if listen.is_none() && a.textfile.is_none() {
+        return Err(CliError::usage(
+            "--listen off and no --textfile: the monitor would have nowhere to report",
+        ));
+    }
+    opts::check_output("--textfile", &a.textfile)?;
+    opts::check_output("--state", &a.state)?;
+
+    let (state, restored) = match &a.state {
+        Some(p) => load_state(p, &cpus, a.rate)?,
+        None => (MonitorState::new(&cpus, a.rate, unix_now_ns()), false),
+    };
+    let restarts = state.restarts;
+    let state = Arc::new(Mutex::new(state));
+    let listener = match listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .map_err(|e| CliError::runtime(format!("cannot listen on {addr}: {e}")))?,
+        ),
+        None => None,
+    };
+    let stop = crate::interrupt::stop_flag();
+    let probes_stop = Arc::new(AtomicBool::new(false));
+
+    eprintln!(
+        "monitor: CPUs {} at {} Hz{}{}{}",
+        opts::format_cpus(&cpus),
+        a.rate,
+        listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map(|ad| format!(", serving http://{ad}/metrics"))
+            .unwrap_or_default(),
+        a.textfile
+            .as_ref()
+            .map(|p| format!(", textfile {}", p.display()))
+            .unwrap_or_default(),
+        match (&a.state, restored) {
+            (Some(p), true) => format!(", state {} restored (restart {restarts})", p.display()),
+            (Some(p), false) => format!(", new state {}", p.display()),
+            _ => String::new(),
+        }
+    );
+    if let Some(l) = &listener {
+        if let Ok(ad) = l.local_addr() {
+            if !ad.ip().is_loopback() {
+                eprintln!("monitor: note: {ad} is reachable from other machines; /metrics has no authentication");
+            }
+        }
+    }
+
+    let period = Nanos(1_000_000_000 / a.rate as u64);
+    let mut threads = Vec::new();
+    for &cpu in &cpus {
+        let st = Arc::clone(&state);
+        let ps = Arc::clone(&probes_stop);
+        let prio = a.priority;
+        threads.push(std::thread::spawn(move || {
+            rt::set_thread_name(&format!("punctual-mon{cpu}"));
+            if let Err(e) = rt::pin_to_cpu(cpu) {
+                eprintln!("monitor: warning: cannot pin to CPU {cpu} ({e}); its numbers may mix CPUs");
+            }
+            let _guard = if prio > 0 {
+                match rt::set_policy(Policy::Fifo { priority: prio }) {
+                    Ok(g) => Some(g),
+                    Err(e) => {
+                        if cpu == cpus_first(&st) {
+                            eprintln!("monitor: warning: SCHED_FIFO {prio} refused ({e}); measuring SCHED_OTHER latency, which is far worse; run as root or grant CAP_SYS_NICE");
+                        }
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let mut src = LiveTimer {
+                cpu,
+                period,
+                next: mono() + period,
+                stop: Arc::clone(&ps),
+            };
+            drain(&mut src, &st, || !ps.load(Ordering::Relaxed));
+        }));
+    }
+    let server = listener.map(|l| {
+        let st = Arc::clone(&state);
+        let ps = Arc::clone(&probes_stop);
+        std::thread::spawn(move || serve(l, st, ps))
+    });
+
+    let start = Instant::now();
+    let mut last_kernel: Vec<(u32, KernelTimes)> = kernel_times();
+    let mut last_persist = Instant::now();
+    let every = a.persist_every.to_std();
+    let mut result = Ok(());
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let ended = crate::interrupt::interrupted(&stop)
+            || a.duration.is_some_and(|d| start.elapsed() >= d.to_std());
+        if ended || last_persist.elapsed() >= every {
+            let now_k = kernel_times();
+            if let Ok(mut st) = state.lock() {
+                for (cpu, k) in &now_k {
+                    if let Some((_, old)) = last_kernel.iter().find(|(c, _)| c == cpu) {
+                        st.add_kernel(
+                            *cpu,
+                            KernelTimes {
+                                irq_ns: k.irq_ns.saturating_sub(old.irq_ns),
+                                softirq_ns: k.softirq_ns.saturating_sub(old.softirq_ns),
+                                steal_ns: k.steal_ns.saturating_sub(old.steal_ns),
+                            },
+                        );
+                    }
+                }
+            }
+            last_kernel = now_k;
+            if let Err(e) = persist(&state, &a) {
+                result = Err(e);
+                break;
+            }
+            last_persist = Instant::now();
+        }
+        if ended {
+            break;
+        }
+    }
+    probes_stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    if let Some(s) = server {
+        let _ = s.join();
+    }
+    // The probes' last samples since the loop's final persist.
+    result.and_then(|_| persist(&state, &a))
+}
+
+fn cpus_first(st: &Mutex<MonitorState>) -> u32 {
+    st.lock()
+        .ok()
+        .and_then(|s| s.cpus.first().map(|c| c.cpu))
+        .unwrap_or(0)
 }

@@ -1,10 +1,178 @@
-//! `punctual noise` (being built; see the open issue).
+//! `punctual noise`: time stolen from a busy thread per CPU (the
+//! oslat/sysjitter measurement), beside what the kernel admits to.
 
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use punctual_live::noise::{self as probe, NoiseConfig};
+use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
+use punctual_live::timer::Progress;
+use punctual_record::{Nanos, Record};
+
+use super::timer::{
+    finish_record, new_record, parse_cpus, parse_policy, warnings_text, with_progress, write_json,
+};
 use crate::error::{CliError, CliResult};
+use crate::opts;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// CPUs to poll: `0`, `0,1`, `0-3` or `all`.
+    #[arg(long, default_value = "all")]
+    pub cpus: String,
+    /// Scheduling policy of the polling threads: fifo, rr or other. At fifo
+    /// the kernel's RT throttling still leaves other tasks their share
+    /// (punctual pauses by itself when throttling is off).
+    #[arg(long, default_value = "fifo")]
+    pub policy: String,
+    /// Real-time priority (1-99) for fifo/rr.
+    #[arg(long, default_value_t = 95)]
+    pub priority: u32,
+    /// How long to poll (`500ms`, `10s`, `2h`).
+    #[arg(long, default_value = "10s", value_parser = opts::positive_duration)]
+    pub duration: Nanos,
+    /// A step longer than this is stolen time (default: automatic, ten times
+    /// the loop's minimum step and at least 1us; the chosen value is shown).
+    #[arg(long, value_parser = opts::positive_duration)]
+    pub threshold: Option<Nanos>,
+    /// Bound of the spike log (largest gaps kept).
+    #[arg(long, default_value_t = DEFAULT_SPIKE_CAPACITY)]
+    pub max_spikes: usize,
+    /// Write the record (JSON) here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Do not mlockall.
+    #[arg(long)]
+    pub no_mlock: bool,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::runtime("'noise' is not built yet"))
+pub fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
+    let policy = parse_policy(&args.policy, args.priority, Nanos::from_ms(1))?;
+    if matches!(policy, punctual_live::rt::Policy::Deadline { .. }) {
+        return Err(CliError::usage(
+            "--policy deadline does not fit a busy loop (its budget would throttle it); use fifo, rr or other",
+        ));
+    }
+    if args.max_spikes == 0 {
+        return Err(CliError::usage(
+            "--max-spikes 0 keeps no spike; give at least 1",
+        ));
+    }
+    Ok(NoiseConfig {
+        cpus: parse_cpus(&args.cpus)?,
+        policy,
+        duration: args.duration,
+        threshold: args.threshold,
+        max_spikes: args.max_spikes,
+        lock_memory: !args.no_mlock,
+    })
+}
+
+pub fn set_noise_config(rec: &mut Record, cfg: &NoiseConfig, prefix: &str) {
+    rec.set_config(&format!("{prefix}cpus"), &cfg.cpus);
+    rec.set_config(
+        &format!("{prefix}policy"),
+        punctual_live::setup::policy_label(cfg.policy),
+    );
+    rec.set_config(&format!("{prefix}duration_ns"), cfg.duration);
+    rec.set_config(
+        &format!("{prefix}threshold_ns"),
+        cfg.threshold
+            .map(|t| serde_json::json!(t.0))
+            .unwrap_or(serde_json::json!("auto")),
+    );
+    rec.set_config(&format!("{prefix}max_spikes"), cfg.max_spikes);
+    rec.set_config(&format!("{prefix}mlock"), cfg.lock_memory);
+}
+
+pub fn run_noise_probe(
+    cfg: &NoiseConfig,
+    stop: Arc<AtomicBool>,
+    label: &str,
+) -> Result<probe::NoiseOutcome, CliError> {
+    let progress = Progress::new(cfg.cpus.len());
+    let c2 = cfg.clone();
+    let p2 = Arc::clone(&progress);
+    with_progress(label, cfg.duration, progress, move || {
+        probe::run(&c2, stop, p2)
+    })
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.3}%", x * 100.0)
+}
+
+/// Terminal table of stolen time, one row per CPU, with the kernel's view.
+pub fn stolen_table(rec: &Record) -> String {
+    let mut out = format!(
+        "{:<5} {:>9} {:>10} {:>9} {:>10} {:>9} {:>10} {:>9} | {:>9} {:>9} {:>9} {:>9}\n",
+        "cpu",
+        "observed",
+        "stolen",
+        "fraction",
+        "intervals",
+        "max gap",
+        "threshold",
+        "loop",
+        "k.irq",
+        "k.softirq",
+        "k.steal",
+        "k.admits"
+    );
+    for s in &rec.stolen {
+        let (irq, soft, steal, admits) = match &s.kernel_view {
+            Some(k) => {
+                let sum = k.irq_ns + k.softirq_ns + k.steal_ns;
+                let admits = if s.total_ns.is_zero() {
+                    "-".to_string()
+                } else {
+                    format!("{:.0}%", 100.0 * sum.0 as f64 / s.total_ns.0 as f64)
+                };
+                (
+                    k.irq_ns.to_string(),
+                    k.softirq_ns.to_string(),
+                    k.steal_ns.to_string(),
+                    admits,
+                )
+            }
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        out.push_str(&format!(
+            "{:<5} {:>9} {:>10} {:>9} {:>10} {:>9} {:>10} {:>9} | {:>9} {:>9} {:>9} {:>9}\n",
+            s.cpu,
+            s.observed_ns.to_string(),
+            s.total_ns.to_string(),
+            pct(s.fraction),
+            s.intervals,
+            s.max_ns.to_string(),
+            s.threshold_ns.to_string(),
+            s.loop_cost_ns.unwrap_or_default().to_string(),
+            irq,
+            soft,
+            steal,
+            admits
+        ));
+    }
+    out.push_str("k.* = the kernel's own accounting (/proc/stat) over the same run; k.admits = its share of the stolen time measured\n");
+    out
+}
+
+pub fn run(args: Args) -> CliResult {
+    let cfg = noise_config(&args)?;
+    opts::check_output("--json", &args.json)?;
+    let stop = crate::interrupt::stop_flag();
+    let platform = punctual_live::sysinfo::collect();
+    let mut rec = new_record("noise", platform);
+    set_noise_config(&mut rec, &cfg, "");
+    let out = run_noise_probe(&cfg, stop, "noise")?;
+    let elapsed = out.elapsed;
+    out.fill(&mut rec, cfg.max_spikes);
+    finish_record(&mut rec, elapsed, cfg.duration);
+    print!("{}", stolen_table(&rec));
+    if !rec.warnings.is_empty() {
+        println!("warnings:");
+        print!("{}", warnings_text(&rec));
+    }
+    write_json(&rec, &args.json)
 }

@@ -1,10 +1,629 @@
-//! `punctual reserve` (being built; see the open issue).
+//! `punctual reserve`: real threads under CPU reservations (SCHED_DEADLINE
+//! as Rez, Rez-C, Rez-FB), time constraints, and cleanup of leftovers.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use punctual_record::{Platform, Record, Source, Warning};
+use punctual_reserve::constraint::ConstraintRequest;
+use punctual_reserve::journal::{self, Journal};
+use punctual_reserve::kernel::{self, Hrtick};
+use punctual_reserve::partition::Partition;
+use punctual_reserve::{command, testapp, Mode, ReserveError, Spec};
+use punctual_units::{parse_ratio, Nanos};
 
 use crate::error::{CliError, CliResult};
+use crate::opts;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    after_help = "Examples:\n  punctual reserve --budget 4ms --period 20ms --mode feedback --cpu 1 --duration 10s --test-app\n  punctual reserve --budget 2ms --period 10ms -- ./my-audio-loop\n  punctual reserve --constraint 5ms@30ms..40ms --test-app\n  punctual reserve --cleanup"
+)]
+pub struct Args {
+    /// CPU time needed in every period (R), e.g. 4ms.
+    #[arg(long, value_parser = opts::duration, allow_hyphen_values = true)]
+    budget: Option<Nanos>,
+    /// Reservation period, e.g. 20ms.
+    #[arg(long, value_parser = opts::duration, allow_hyphen_values = true)]
+    period: Option<Nanos>,
+    /// Relative deadline (default: the period).
+    #[arg(long, value_parser = opts::duration, allow_hyphen_values = true)]
+    deadline: Option<Nanos>,
+    /// plain (Rez), catchup (Rez-C) or feedback (Rez-FB).
+    #[arg(long, default_value = "plain")]
+    mode: String,
+    /// Rez-FB gain G, in (0, 2).
+    #[arg(long, default_value = "0.5", allow_hyphen_values = true)]
+    gain: String,
+    /// Static over-reservation: ask the kernel for R·(1+x); e.g. 10%, -10%.
+    #[arg(long, default_value = "0%", allow_hyphen_values = true)]
+    over_reserve: String,
+    /// Largest budget admitted up front for catch-up / feedback (default 1.5× the requested budget).
+    #[arg(long, value_parser = opts::duration)]
+    max_budget: Option<Nanos>,
+    /// Run on this CPU alone, in an exclusive cpuset partition made for the run.
+    #[arg(long)]
+    cpu: Option<u32>,
+    /// How long to run (test app default 10s; a command runs until it exits unless given).
+    #[arg(long, value_parser = opts::positive_duration)]
+    duration: Option<Nanos>,
+    /// Write the run record (JSON) here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Run seed 004's test application instead of a command.
+    #[arg(long)]
+    test_app: bool,
+    /// Test application threads: one reserved plus time-sharing competitors.
+    #[arg(long, default_value_t = 2)]
+    threads: u32,
+    /// A time constraint for the test app to demonstrate: ESTIMATE@START..DEADLINE.
+    #[arg(long)]
+    constraint: Option<String>,
+    /// Enable HRTICK (precise budget enforcement) for the run, restored after.
+    #[arg(long)]
+    hrtick: bool,
+    /// Who stops the test app's reserved thread at its budget: `kernel`
+    /// (SCHED_DEADLINE as is), or `thread` (it stops itself once charged
+    /// the budget: precise enforcement where the kernel only enforces at the
+    /// tick). Default: thread when HRTICK is not on, else kernel.
+    #[arg(long)]
+    enforce: Option<String>,
+    /// Clock-read gap above which the test app counts "not running".
+    #[arg(long, default_value = "2us", value_parser = opts::positive_duration)]
+    gap_threshold: Nanos,
+    /// Undo what killed runs left behind (cpuset partitions, knobs) and exit.
+    #[arg(long)]
+    cleanup: bool,
+    /// Where restore journals are kept.
+    #[arg(long, default_value = journal::DEFAULT_DIR, hide = true)]
+    journal_dir: PathBuf,
+    /// The command to run under the reservation.
+    #[arg(last = true)]
+    command: Vec<OsString>,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::runtime("'reserve' is not built yet"))
+fn from_reserve(e: ReserveError) -> CliError {
+    match e {
+        ReserveError::Refused(m) => CliError::usage(m),
+        ReserveError::Failed(m) => CliError::runtime(m),
+    }
+}
+
+fn validate(a: &Args) -> CliResult<(Spec, Option<ConstraintRequest>)> {
+    let constraint = a
+        .constraint
+        .as_deref()
+        .map(|c| c.parse::<ConstraintRequest>())
+        .transpose()
+        .map_err(CliError::usage)?;
+    // A constraint demonstration alone still needs a reservation to sit
+    // beside; default to seed 001's thread A (4 ms every 20 ms).
+    let (budget, period) = match (a.budget, a.period) {
+        (Some(b), Some(p)) => (b, p),
+        (None, None) if constraint.is_some() => (Nanos::from_ms(4), Nanos::from_ms(20)),
+        (None, _) => return Err(CliError::usage("--budget is required (e.g. --budget 4ms)")),
+        (_, None) => return Err(CliError::usage("--period is required (e.g. --period 20ms)")),
+    };
+    let mode: Mode = a
+        .mode
+        .parse()
+        .map_err(|e: String| CliError::usage(format!("--{e}")))?;
+    let gain = parse_ratio(&a.gain).map_err(|e| CliError::usage(format!("--gain {e}")))?;
+    let over =
+        parse_ratio(&a.over_reserve).map_err(|e| CliError::usage(format!("--over-reserve {e}")))?;
+    let spec = Spec::new(budget, period, a.deadline, mode, gain, over, a.max_budget)
+        .map_err(CliError::usage)?;
+    if a.test_app != a.command.is_empty() {
+        return Err(CliError::usage(
+            "give either --test-app or a command after -- (e.g. -- ./my-loop), not both or neither",
+        ));
+    }
+    if let Some(e) = a.enforce.as_deref() {
+        if e != "kernel" && e != "thread" {
+            return Err(CliError::usage(format!(
+                "--enforce '{e}' is not one of kernel, thread"
+            )));
+        }
+    }
+    if a.threads == 0 || a.threads > 64 {
+        return Err(CliError::usage(format!(
+            "--threads {} must be between 1 and 64",
+            a.threads
+        )));
+    }
+    if constraint.is_some() && !a.test_app {
+        return Err(CliError::usage(
+            "--constraint is demonstrated by --test-app; add --test-app",
+        ));
+    }
+    if let Some(c) = a.cpu {
+        let online = opts::online_cpus();
+        if !online.contains(&c) {
+            return Err(CliError::usage(format!(
+                "--cpu {c} is not online on this machine (online: {})",
+                opts::format_cpus(&online)
+            )));
+        }
+    }
+    Ok((spec, constraint))
+}
+
+fn cleanup(dir: &Path) -> CliResult {
+    let rep = journal::cleanup_stale(dir);
+    if rep.cleaned.is_empty() && rep.errors.is_empty() {
+        println!(
+            "nothing to clean up: no journals of dead runs in {}",
+            dir.display()
+        );
+    }
+    for u in &rep.undone {
+        println!("{u}");
+    }
+    for p in &rep.live {
+        println!("left alone: run {p} is still alive");
+    }
+    if !rep.errors.is_empty() {
+        return Err(CliError::runtime(format!(
+            "could not undo everything: {}",
+            rep.errors.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+pub fn run(a: Args) -> CliResult {
+    if a.cleanup {
+        return cleanup(&a.journal_dir);
+    }
+    let (spec, constraint) = validate(&a)?;
+    opts::check_output("--json", &a.json)?;
+    if let Err(e) = punctual_reserve::deadline_permitted() {
+        return Err(match e.raw_os_error() {
+            // EPERM, EACCES
+            Some(1) | Some(13) => CliError::usage(format!(
+                "SCHED_DEADLINE is not permitted for this user ({e}): it needs root or CAP_SYS_NICE{}",
+                if a.cpu.is_some() { ", and --cpu also needs write access to the cpuset cgroup" } else { "" }
+            )),
+            _ => CliError::usage(format!(
+                "the kernel refused even a 0.1% deadline reservation ({e}); deadline bandwidth is exhausted or SCHED_DEADLINE is unavailable"
+            )),
+        });
+    }
+    let stop = crate::interrupt::stop_flag();
+    let stale = journal::cleanup_stale(&a.journal_dir);
+    for u in &stale.undone {
+        eprintln!("punctual reserve: cleaned up after a killed run: {u}");
+    }
+    let mut jr = Journal::create(&a.journal_dir).map_err(|e| {
+        CliError::usage(format!(
+            "cannot write the restore journal in {}: {e}",
+            a.journal_dir.display()
+        ))
+    })?;
+    let mut warnings: Vec<Warning> = Vec::new();
+    let cfg = kernel::kernel_config();
+    let sched_dir = kernel::sched_debug_dir(Some(&mut jr));
+    let hr = kernel::hrtick_state(&cfg, sched_dir.as_deref());
+    let bw = kernel::bandwidth(sched_dir.as_deref());
+    if a.hrtick {
+        let dir = sched_dir.clone().unwrap_or_default();
+        kernel::enable_hrtick(&mut jr, &dir, &hr).map_err(CliError::usage)?;
+    }
+    let hr_now = if a.hrtick {
+        kernel::hrtick_state(&cfg, sched_dir.as_deref())
+    } else {
+        hr.clone()
+    };
+    let tick = cfg.hz.map(|hz| Nanos(1_000_000_000 / hz as u64));
+    let mut notes = Vec::new();
+    if hr_now.enforced_at_tick() {
+        let why = match &hr_now {
+            Hrtick::Off { feature } => format!("{feature} is off"),
+            Hrtick::NotBuilt => "the kernel has no HRTICK".into(),
+            Hrtick::Unknown { reason } => {
+                format!("HRTICK state unknown, kernel default is off: {reason}")
+            }
+            Hrtick::On { .. } => unreachable!(),
+        };
+        let tick_s = tick
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "unknown".into());
+        notes.push(format!(
+            "budgets are enforced at the tick ({tick_s}; {why})"
+        ));
+        if let Some(t) = tick {
+            if spec.target() < t * 10 {
+                warnings.push(Warning::Other {
+                    message: format!(
+                        "the budget {} is not much larger than the tick ({t}) and HRTICK is not on: the kernel stops a reservation only at a tick, so each period it can overrun by up to {t} and then starts the next one in debt{}",
+                        spec.target(),
+                        if matches!(hr_now, Hrtick::Off { .. }) { "; --hrtick enables precise enforcement for the run" } else { "" }
+                    ),
+                });
+            }
+        }
+    }
+    if cfg.irq_time_accounting == Some(false) {
+        warnings.push(Warning::NoIrqTimeAccounting);
+    }
+    let partition = match a.cpu {
+        Some(c) => Some(Partition::create(&mut jr, c).map_err(from_reserve)?),
+        None => None,
+    };
+    let memlock = punctual_live::rt::lock_memory();
+    if let Err(e) = &memlock {
+        warnings.push(Warning::NoMemlock {
+            reason: e.to_string(),
+        });
+    }
+    let started_at = rfc3339_now();
+    let mut rec = Record::new(Source::Measured, "reserve", platform(&cfg));
+    rec.started_at = started_at;
+    let asked = a.duration.unwrap_or(Nanos::from_secs(10));
+    let thread_enforced = match a.enforce.as_deref() {
+        Some("thread") => true,
+        Some("kernel") => false,
+        None => hr_now.enforced_at_tick(),
+        Some(other) => unreachable!("validated: {other}"),
+    };
+    rec.set_config("enforce", if thread_enforced { "thread" } else { "kernel" });
+    if thread_enforced && a.test_app {
+        notes.push("the reserved thread stops itself once charged its budget (--enforce thread), as a precise enforcement would".into());
+    }
+    let result = if a.test_app {
+        let tcfg = testapp::Config {
+            spec,
+            threads: a.threads,
+            duration: asked,
+            gap_threshold: a.gap_threshold,
+            max_periods_kept: 100_000,
+            constraint,
+            thread_enforced,
+        };
+        testapp::run(&tcfg, partition.as_ref(), &stop).map(|o| Outcome::App(Box::new(o)))
+    } else {
+        command::run(
+            &spec,
+            &a.command,
+            partition.as_ref(),
+            a.duration,
+            100_000,
+            &stop,
+        )
+        .map(Outcome::Cmd)
+    };
+    if memlock.is_ok() {
+        punctual_live::rt::unlock_memory();
+    }
+    drop(partition);
+    let restore_errors = jr.undo_all();
+    for e in &restore_errors {
+        warnings.push(Warning::Other {
+            message: format!("could not restore a setting: {e}; run punctual reserve --cleanup"),
+        });
+    }
+    let outcome = result.map_err(from_reserve)?;
+    fill_record(
+        &mut rec, &a, &spec, &outcome, &hr, &hr_now, &bw, cfg.hz, asked,
+    );
+    rec.warnings.extend(warnings);
+    if let Some(p) = &a.json {
+        rec.write(p).map_err(|e| CliError::runtime(e.to_string()))?;
+    }
+    let text = summary(&rec, &a, &spec, &outcome, &notes);
+    // A closed pipe (| head) must not turn a finished run into a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+    if let Outcome::Cmd(c) = &outcome {
+        if let Some(code) = c.exit_code {
+            if code != 0 && !c.ended_by_us {
+                return Err(CliError::runtime(format!(
+                    "the command exited with status {code}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+enum Outcome {
+    App(Box<testapp::Outcome>),
+    Cmd(command::Outcome),
+}
+
+fn platform(cfg: &kernel::KernelConfig) -> Platform {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    Platform {
+        hostname: read("/proc/sys/kernel/hostname"),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        logical_cpus: std::thread::available_parallelism()
+            .ok()
+            .map(|n| n.get() as u32),
+        online_cpus: read("/sys/devices/system/cpu/online"),
+        hz: cfg.hz,
+        irq_time_accounting: cfg.irq_time_accounting,
+        rt_runtime_us: read("/proc/sys/kernel/sched_rt_runtime_us").and_then(|s| s.parse().ok()),
+        rt_period_us: read("/proc/sys/kernel/sched_rt_period_us").and_then(|s| s.parse().ok()),
+        ..Default::default()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fill_record(
+    rec: &mut Record,
+    a: &Args,
+    spec: &Spec,
+    outcome: &Outcome,
+    hr: &Hrtick,
+    hr_now: &Hrtick,
+    bw: &kernel::Bandwidth,
+    hz: Option<u32>,
+    asked: Nanos,
+) {
+    rec.set_config("budget_ns", spec.budget);
+    rec.set_config("period_ns", spec.period);
+    rec.set_config("deadline_ns", spec.deadline);
+    rec.set_config("mode", spec.mode);
+    rec.set_config("gain_ratio", spec.gain_ratio);
+    rec.set_config("over_reserve_ratio", spec.over_reserve_ratio);
+    rec.set_config("requested_ns", spec.target());
+    rec.set_config("max_budget_ns", spec.max_budget);
+    rec.set_config("cpu", a.cpu);
+    rec.set_config("hrtick_asked", a.hrtick);
+    rec.set_config("gap_threshold_ns", a.gap_threshold);
+    if a.test_app {
+        rec.set_config("test_app_threads", a.threads);
+        rec.set_config("duration_ns", asked);
+        if let Some(c) = &a.constraint {
+            rec.set_config("constraint", c);
+        }
+    } else {
+        let argv: Vec<String> = a
+            .command
+            .iter()
+            .map(|s| s.to_string_lossy().into())
+            .collect();
+        rec.set_config("command", argv);
+        rec.set_config("duration_ns", a.duration);
+    }
+    let ser = |v: &dyn erased::Ser| v.value();
+    rec.extra.insert("hrtick_before".into(), ser(hr));
+    rec.extra.insert("hrtick_during".into(), ser(hr_now));
+    rec.extra.insert("hz".into(), serde_json::json!(hz));
+    rec.extra.insert("bandwidth_at_start".into(), ser(bw));
+    match outcome {
+        Outcome::App(o) => {
+            rec.duration_ns = o.elapsed;
+            rec.interrupted = o.interrupted;
+            if o.interrupted {
+                rec.warnings.push(Warning::Interrupted {
+                    completed_ns: o.elapsed.0,
+                    asked_ns: asked.0,
+                });
+            }
+            rec.periods = o.periods.clone();
+            rec.periods_dropped = o.periods_dropped;
+            rec.period_summary = vec![o.summary.clone()];
+            rec.series = vec![o.received.clone(), o.gaps.clone()];
+            rec.stolen = vec![o.stolen.clone()];
+            let reserved_total = spec.budget.0 as f64 * o.summary.periods.max(1) as f64;
+            rec.extra
+                .insert("received_source".into(), serde_json::json!("polling"));
+            rec.extra
+                .insert("period_charged_ns".into(), serde_json::json!(o.charged_ns));
+            rec.extra.insert(
+                "charged_total_ns".into(),
+                serde_json::json!(o.charged_total_ns),
+            );
+            rec.extra.insert(
+                "requested_mean_ns".into(),
+                serde_json::json!(o.requested_mean_ns),
+            );
+            rec.extra.insert(
+                "controller".into(),
+                serde_json::json!({
+                    "updates": o.controller_updates,
+                    "applied": o.controller_applied,
+                    "enforce_overhead_ns": o.enforce_overhead_ns,
+                    "enforce_overhead_ratio_of_reserved": o.enforce_overhead_ns.0 as f64 / reserved_total,
+                    "overhead_ns": o.controller_overhead_ns,
+                    "overhead_ratio_of_reserved": o.controller_overhead_ns.0 as f64 / reserved_total,
+                    "setattr_refusals": o.setattr_refusals,
+                    "clamped_periods": o.clamped_periods,
+                }),
+            );
+            rec.extra.insert("background".into(), ser(&o.background));
+            if let Some(c) = &o.constraint {
+                rec.extra.insert("constraint".into(), ser(c));
+            }
+        }
+        Outcome::Cmd(c) => {
+            rec.duration_ns = c.elapsed;
+            rec.interrupted = crate::interrupt::interrupted(&crate::interrupt::stop_flag());
+            rec.periods = c.periods.clone();
+            rec.periods_dropped = c.periods_dropped;
+            rec.period_summary = vec![c.summary.clone()];
+            rec.extra
+                .insert("received_source".into(), serde_json::json!("charged"));
+            rec.extra
+                .insert("exit_code".into(), serde_json::json!(c.exit_code));
+            for w in &c.warnings {
+                rec.warnings.push(Warning::Other { message: w.clone() });
+            }
+        }
+    }
+}
+
+mod erased {
+    pub trait Ser {
+        fn value(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn value(&self) -> serde_json::Value {
+            serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        }
+    }
+}
+
+fn summary(rec: &Record, a: &Args, spec: &Spec, outcome: &Outcome, notes: &[String]) -> String {
+    use std::fmt::Write;
+    let mut w = String::new();
+    let pct = |x: f64| format!("{:.2}%", x * 100.0);
+    let place = match a.cpu {
+        Some(c) => format!("CPU {c} (exclusive cpuset partition for the run)"),
+        None => "any CPU (global EDF)".into(),
+    };
+    let mode = match spec.mode {
+        Mode::Feedback => format!("feedback (G={})", spec.gain_ratio),
+        m => m.name().to_string(),
+    };
+    let _ = writeln!(w,
+        "reserve: {} every {} (deadline {}), mode {mode}, over-reserve {:+.0}% -> asks {} (max {}), on {place}",
+        spec.budget,
+        spec.period,
+        spec.deadline,
+        spec.over_reserve_ratio * 100.0,
+        spec.target(),
+        spec.max_budget
+    );
+    for n in notes {
+        let _ = writeln!(w, "  {n}");
+    }
+    let s = match rec.period_summary.first() {
+        Some(s) => s,
+        None => return w,
+    };
+    let miss = s.misses as f64 / s.periods.max(1) as f64;
+    let _ = writeln!(
+        w,
+        "  {} periods in {}, {} missed ({})",
+        s.periods,
+        rec.duration_ns,
+        s.misses,
+        pct(miss)
+    );
+    let ratio = s.received_total_ns.0 as f64 / (s.reserved_ns.0 as f64 * s.periods.max(1) as f64);
+    match outcome {
+        Outcome::App(o) => {
+            let _ = writeln!(w,
+                "  received/reserved mean {ratio:.3}; stolen {} of the time owed ({} gaps, longest {})",
+                pct(o.stolen.fraction),
+                o.stolen.intervals,
+                o.stolen.max_ns
+            );
+            let per = |n: Nanos| Nanos(n.0 / s.periods.max(1));
+            let _ = writeln!(
+                w,
+                "  per period: received {}, charged {}, requested {}",
+                per(s.received_total_ns),
+                per(o.charged_total_ns),
+                o.requested_mean_ns
+            );
+            if spec.mode == Mode::Feedback {
+                let reserved_total = spec.budget.0 as f64 * s.periods.max(1) as f64;
+                let _ = writeln!(w,
+                    "  controller: {} updates, {} applied, {} refused by admission, overhead {} ({:.4}% of reserved CPU)",
+                    o.controller_updates,
+                    o.controller_applied,
+                    o.setattr_refusals,
+                    o.controller_overhead_ns,
+                    o.controller_overhead_ns.0 as f64 / reserved_total * 100.0
+                );
+            }
+            if !o.enforce_overhead_ns.is_zero() {
+                let reserved_total = spec.budget.0 as f64 * s.periods.max(1) as f64;
+                let _ = writeln!(
+                    w,
+                    "  self-enforcement: CPU clock reads cost {} ({:.4}% of reserved CPU)",
+                    o.enforce_overhead_ns,
+                    o.enforce_overhead_ns.0 as f64 / reserved_total * 100.0
+                );
+            }
+            for b in &o.background {
+                let _ = writeln!(
+                    w,
+                    "  competitor {}: received {} of {}",
+                    b.name,
+                    pct(b.received_ns.0 as f64 / b.observed_ns.0.max(1) as f64),
+                    b.observed_ns
+                );
+            }
+            if let Some(c) = &o.constraint {
+                match &c.decision {
+                    punctual_reserve::constraint::Decision::Granted => {
+                        let _ = writeln!(
+                            w,
+                            "  constraint {}@{}..{}: granted; {}",
+                            c.estimate_ns,
+                            c.start_ns,
+                            c.deadline_ns,
+                            match c.completed_at_ns {
+                                Some(t) => format!(
+                                    "done at {t}, deadline {}",
+                                    if c.met_deadline { "met" } else { "MISSED" }
+                                ),
+                                None => "did not complete".into(),
+                            }
+                        );
+                    }
+                    punctual_reserve::constraint::Decision::Denied { reason } => {
+                        let _ = writeln!(
+                            w,
+                            "  constraint {}@{}..{}: denied up front: {reason}",
+                            c.estimate_ns, c.start_ns, c.deadline_ns
+                        );
+                    }
+                }
+            }
+        }
+        Outcome::Cmd(c) => {
+            let _ = writeln!(w,
+                "  charged/reserved mean {ratio:.3} (charged CPU time: the command is not instrumented, so stolen time is not visible)"
+            );
+            if let Some(code) = c.exit_code {
+                let _ = writeln!(
+                    w,
+                    "  command exited with status {code}{}",
+                    if c.ended_by_us {
+                        " (ended by punctual at --duration)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+    }
+    for warn in &rec.warnings {
+        let _ = writeln!(w, "  warning: {}", warn.message());
+    }
+    w
+}
+
+/// Wall-clock start in RFC 3339 (UTC), without a date crate.
+fn rfc3339_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }

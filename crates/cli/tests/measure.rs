@@ -1,0 +1,329 @@
+//! CLI integration tests of the measuring verbs: timer, noise, sysinfo,
+//! check. Short runs of the real probes (they degrade, not fail, without
+//! privileges), bad input, and interruption.
+
+use std::process::Command;
+use std::time::Duration;
+
+use assert_cmd::prelude::*;
+use predicates::prelude::*;
+
+fn punctual() -> Command {
+    Command::cargo_bin("punctual").unwrap()
+}
+
+fn read_json(p: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Bad input: one sentence naming the value, exit status 2, no panic.
+#[test]
+fn bad_input_is_named_and_exits_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["timer", "--interval", "0"], "'0'"),
+        (&["timer", "--cpus", "7"], "CPU 7"),
+        (&["timer", "--priority", "120"], "--priority 120"),
+        (&["timer", "--duration", "banana"], "banana"),
+        (&["timer", "--policy", "batch"], "'batch'"),
+        (&["timer", "--clock", "hpet"], "'hpet'"),
+        (&["noise", "--cpus", "7"], "CPU 7"),
+        (&["noise", "--duration", "banana"], "banana"),
+        (&["noise", "--policy", "deadline"], "deadline"),
+        (&["check", "--duration", "banana"], "banana"),
+        (&["check", "--cpus", "0-99"], "is not online"),
+        (
+            &["timer", "--json", "/nonexistent-dir/x.json"],
+            "/nonexistent-dir/x.json",
+        ),
+        (
+            &["noise", "--json", "/nonexistent-dir/x.json"],
+            "/nonexistent-dir/x.json",
+        ),
+        (
+            &["sysinfo", "--json", "/nonexistent-dir/x.json"],
+            "/nonexistent-dir/x.json",
+        ),
+        (
+            &["timer", "--hist", "/nonexistent-dir/h.txt"],
+            "/nonexistent-dir/h.txt",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = punctual().args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn sysinfo_prints_facts_and_writes_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.json");
+    punctual()
+        .args(["sysinfo", "--json"])
+        .arg(&p)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("kernel").and(predicate::str::contains("clocksource")));
+    let v = read_json(&p);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["kind"], "sysinfo");
+    assert!(v["platform"]["logical_cpus"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn timer_writes_record_and_cyclictest_histogram() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, h) = (dir.path().join("t.json"), dir.path().join("t.hist"));
+    punctual()
+        .args([
+            "timer",
+            "--duration",
+            "300ms",
+            "--cpus",
+            "0",
+            "--threshold",
+            "50us",
+            "--json",
+        ])
+        .arg(&j)
+        .arg("--hist")
+        .arg(&h)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("p99.9").and(predicate::str::contains("missed")));
+    let v = read_json(&j);
+    assert_eq!(v["kind"], "timer");
+    assert_eq!(v["source"], "measured");
+    assert_eq!(v["interrupted"], false);
+    let s = v["series"].as_array().unwrap();
+    let lat = s.iter().find(|x| x["name"] == "cpu0.latency").unwrap();
+    assert_eq!(lat["unit"], "ns");
+    assert_eq!(lat["sample_period_ns"], 1_000_000);
+    assert!(lat["count"].as_u64().unwrap() > 100);
+    assert_eq!(lat["histogram"]["bucket_ns"], 1000);
+    assert!(s.iter().any(|x| x["name"] == "cpu0.interval"));
+    assert_eq!(v["config"]["interval_ns"], 1_000_000);
+    assert!(v["spikes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["value_ns"].as_u64().unwrap() > 50_000));
+    let hist = std::fs::read_to_string(&h).unwrap();
+    assert!(hist.starts_with("# Histogram\n000000 "));
+    assert!(hist.contains("\n# Max Latencies: "));
+    assert!(hist.contains("\n# Histogram Overflows: "));
+}
+
+#[test]
+fn timerfd_and_other_policy_work() {
+    punctual()
+        .args([
+            "timer",
+            "--duration",
+            "200ms",
+            "--cpus",
+            "0",
+            "--clock",
+            "timerfd",
+            "--policy",
+            "other",
+        ])
+        .assert()
+        .success();
+}
+
+#[test]
+fn noise_reports_stolen_time_and_the_kernel_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("n.json");
+    punctual()
+        .args(["noise", "--duration", "300ms", "--cpus", "0", "--json"])
+        .arg(&j)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("k.admits"));
+    let v = read_json(&j);
+    let st = &v["stolen"][0];
+    assert_eq!(st["cpu"], 0);
+    assert!(st["observed_ns"].as_u64().unwrap() >= 290_000_000);
+    assert!(st["threshold_ns"].as_u64().unwrap() >= 1000);
+    assert!(st["loop_cost_ns"].as_u64().unwrap() > 0);
+    assert!(st["kernel_view"].is_object());
+    assert!(st["by_source"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["kind"] == "kernel"));
+    assert!(v["series"][0]["name"] == "cpu0.gap");
+}
+
+#[test]
+fn check_surveys_and_summarizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("c.json");
+    punctual()
+        .args(["check", "--duration", "1s", "--json"])
+        .arg(&j)
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("== summary")
+                .and(predicate::str::contains("woke typically"))
+                .and(predicate::str::contains("lost")),
+        );
+    let v = read_json(&j);
+    assert_eq!(v["kind"], "check");
+    assert!(!v["series"].as_array().unwrap().is_empty());
+    assert!(!v["stolen"].as_array().unwrap().is_empty());
+}
+
+/// Ctrl-C ends the run early and still writes the record, marked.
+#[test]
+fn sigint_keeps_results_marked_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    for verb in ["timer", "noise"] {
+        let j = dir.path().join(format!("{verb}.json"));
+        let mut child = punctual()
+            .args([verb, "--duration", "60s", "--cpus", "0", "--json"])
+            .arg(&j)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1200));
+        let st = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let t0 = std::time::Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "{verb} did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "{verb}: {status:?}");
+        let v = read_json(&j);
+        assert_eq!(v["interrupted"], true, "{verb}");
+        assert!(v["duration_ns"].as_u64().unwrap() < 30_000_000_000);
+        assert!(v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "interrupted"));
+    }
+}
+
+/// The whole CLI pipeline on a replayed feed: exact, known figures.
+#[test]
+fn replayed_feed_gives_exact_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    // 100 wake-ups: 98 at 10 us, one 400 us, one 2.5 ms (2 missed periods).
+    let mut text = String::from("# latencies in ns\n");
+    for i in 0..100 {
+        let v = match i {
+            40 => 400_000,
+            70 => 2_500_000,
+            _ => 10_000,
+        };
+        text.push_str(&format!("{v}\n"));
+    }
+    std::fs::write(&feed, text).unwrap();
+    let (j, h) = (dir.path().join("r.json"), dir.path().join("r.hist"));
+    punctual()
+        .args(["timer", "--cpus", "0", "--threshold", "100us", "--replay"])
+        .arg(&feed)
+        .arg("--json")
+        .arg(&j)
+        .arg("--hist")
+        .arg(&h)
+        .assert()
+        .success();
+    let v = read_json(&j);
+    let lat = &v["series"][0];
+    assert_eq!(lat["count"], 100);
+    assert_eq!(lat["missed"], 2);
+    assert_eq!(lat["min"], 10_000);
+    assert_eq!(lat["max"], 2_500_000);
+    // Percentiles come from the HdrHistogram: 3 significant digits.
+    let p50 = lat["percentiles"]["p50"].as_u64().unwrap();
+    assert!((10_000..=10_010).contains(&p50), "{p50}");
+    let spikes: Vec<u64> = v["spikes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["value_ns"].as_u64().unwrap())
+        .collect();
+    assert_eq!(spikes, vec![400_000, 2_500_000]);
+    let hist = std::fs::read_to_string(&h).unwrap();
+    assert!(hist.contains("\n000010 000098\n"), "{hist}");
+    assert!(hist.contains("# Max Latencies: 02500\n"));
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "10\nbanana\n").unwrap();
+    punctual()
+        .args(["timer", "--replay"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("line 2: 'banana'"));
+}
+
+/// Without privileges (no CAP_SYS_NICE, no mlock) the probes warn and run
+/// at SCHED_OTHER; they do not fail.
+#[test]
+fn unprivileged_runs_degrade_with_warnings() {
+    let bin = assert_cmd::cargo::cargo_bin("punctual");
+    let setpriv = std::path::Path::new("/usr/bin/setpriv");
+    if !setpriv.exists() || !is_root() {
+        eprintln!("skipped: needs root and setpriv to drop privileges");
+        return;
+    }
+    for verb in ["timer", "noise"] {
+        let out = Command::new(setpriv)
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+            ])
+            .arg(&bin)
+            .args([verb, "--duration", "300ms", "--cpus", "0"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{verb}: {stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("could not set policy fifo:95"),
+            "{verb}: {stdout}"
+        );
+        assert!(stdout.contains("could not lock memory"), "{verb}: {stdout}");
+        assert_eq!(
+            stdout.matches("could not set policy").count(),
+            1,
+            "{verb}: warn once"
+        );
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        .unwrap_or(false)
+}

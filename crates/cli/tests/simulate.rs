@@ -1,0 +1,151 @@
+//! `punctual simulate` end to end: record, trace, sweep table, errors.
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn scenario(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(name)
+}
+
+fn punctual() -> Command {
+    Command::cargo_bin("punctual").unwrap()
+}
+
+#[test]
+fn writes_a_simulated_record_and_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let trace = dir.path().join("t.json");
+    punctual()
+        .args(["simulate"])
+        .arg(scenario("nt-mmtimer-fixed.toml"))
+        .args(["--duration", "2s", "--json"])
+        .arg(&json)
+        .arg("--trace")
+        .arg(&trace)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("callback"));
+    let r = punctual_record::Record::read(&json).unwrap();
+    assert_eq!(r.source, punctual_record::Source::Simulated);
+    assert_eq!(r.kind, "simulate");
+    assert_eq!(
+        r.config["seed"],
+        serde_json::json!(punctual_sim::DEFAULT_SEED)
+    );
+    let s = r
+        .series_named("callback.interval")
+        .expect("interval series");
+    assert!(s.count > 1900, "{}", s.count);
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let ev = t["traceEvents"].as_array().unwrap();
+    assert!(ev.iter().any(|e| e["ph"] == "X" && e["name"] == "callback"));
+}
+
+#[test]
+fn same_seed_same_record_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut out = Vec::new();
+    for i in 0..2 {
+        let p = dir.path().join(format!("r{i}.json"));
+        punctual()
+            .args(["simulate"])
+            .arg(scenario("softmodem-mttf.toml"))
+            .args(["--duration", "5s", "--seed", "99", "--json"])
+            .arg(&p)
+            .assert()
+            .success();
+        out.push(std::fs::read(&p).unwrap());
+    }
+    assert!(out[0] == out[1], "two runs with seed 99 differ");
+}
+
+#[test]
+fn sweep_writes_one_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("t.csv");
+    punctual()
+        .args(["simulate"])
+        .arg(scenario("vmbus-buffers.toml"))
+        .args([
+            "--duration",
+            "1s",
+            "--sweep",
+            "stream.vmbus.rate=60000..70000/5000",
+            "--columns",
+            "vmbus.lost",
+            "--table",
+        ])
+        .arg(&csv)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "stream.vmbus.rate,vmbus.lost");
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[1].starts_with("60000,0"), "{text}");
+}
+
+#[test]
+fn scenario_errors_name_file_and_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[sim]\nduration = \"1s\"\n\n[[task]]\nname = \"a\"\nkind = \"periodic\"\nperiod = \"-1ms\"\n",
+    )
+    .unwrap();
+    punctual()
+        .arg("simulate")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.toml:7:"))
+        .stderr(predicate::str::contains("-1ms"));
+    std::fs::write(
+        &bad,
+        "[[lock]]\nname = \"l\"\nprotocol = \"none\"\n[[task]]\nname = \"a\"\nkind = \"periodic\"\npriority = 3\nperiod = \"1ms\"\ncritical = { lock = \"l\" }\n",
+    )
+    .unwrap();
+    punctual()
+        .arg("simulate")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.toml:9:"))
+        .stderr(predicate::str::contains("never released"));
+    std::fs::write(
+        &bad,
+        "[[task]]\nname = \"a\"\nkind = \"background\"\nreserve = { amount = \"18ms\", period = \"20ms\" }\n",
+    )
+    .unwrap();
+    punctual()
+        .arg("simulate")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.toml:2:"))
+        .stderr(predicate::str::contains("admission"));
+    punctual()
+        .arg("simulate")
+        .arg(dir.path().join("missing.toml"))
+        .assert()
+        .code(2);
+    punctual()
+        .arg("simulate")
+        .arg(scenario("vmbus-buffers.toml"))
+        .args(["--set", "stream.nope.rate=1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("nope"));
+    punctual()
+        .arg("simulate")
+        .arg(scenario("vmbus-buffers.toml"))
+        .args(["--sweep", "stream.vmbus.rate=3..1/1"])
+        .assert()
+        .code(2);
+}

@@ -1,0 +1,198 @@
+//! How a probe thread gets its CPU, policy and locked memory, behind a trait
+//! so that a refused policy can be injected in tests without root.
+//!
+//! Every refusal becomes a [`Warning`] and the run goes on: an unprivileged
+//! user still gets numbers, with a sentence saying what they mean.
+
+use std::io;
+use std::sync::Mutex;
+
+use punctual_record::Warning;
+
+use crate::rt::{self, Policy, PolicyGuard};
+
+/// The privileged operations a probe thread asks for.
+pub trait ThreadSetup: Send + Sync {
+    fn pin(&self, cpu: u32) -> io::Result<()>;
+    /// Sets the calling thread's policy; the guard (if any) restores the old
+    /// one when dropped on the same thread.
+    fn set_policy(&self, p: Policy) -> io::Result<Option<PolicyGuard>>;
+    /// Process-wide mlockall.
+    fn lock_memory(&self) -> io::Result<()>;
+    fn unlock_memory(&self);
+}
+
+/// The real kernel.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealSetup;
+
+impl ThreadSetup for RealSetup {
+    fn pin(&self, cpu: u32) -> io::Result<()> {
+        rt::pin_to_cpu(cpu)
+    }
+    fn set_policy(&self, p: Policy) -> io::Result<Option<PolicyGuard>> {
+        rt::set_policy(p).map(Some)
+    }
+    fn lock_memory(&self) -> io::Result<()> {
+        rt::lock_memory()
+    }
+    fn unlock_memory(&self) {
+        rt::unlock_memory()
+    }
+}
+
+/// A setup that refuses what a user without CAP_SYS_NICE / CAP_IPC_LOCK is
+/// refused (EPERM), for tests of the degraded path.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unprivileged;
+
+impl ThreadSetup for Unprivileged {
+    fn pin(&self, _cpu: u32) -> io::Result<()> {
+        Ok(())
+    }
+    fn set_policy(&self, p: Policy) -> io::Result<Option<PolicyGuard>> {
+        match p {
+            Policy::Other { .. } => Ok(None),
+            _ => Err(io::Error::from_raw_os_error(libc::EPERM)),
+        }
+    }
+    fn lock_memory(&self) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::EPERM))
+    }
+    fn unlock_memory(&self) {}
+}
+
+/// A setup that touches nothing: for replayed feeds, where the thread's
+/// CPU and policy do not shape the numbers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoSetup;
+
+impl ThreadSetup for NoSetup {
+    fn pin(&self, _cpu: u32) -> io::Result<()> {
+        Ok(())
+    }
+    fn set_policy(&self, _p: Policy) -> io::Result<Option<PolicyGuard>> {
+        Ok(None)
+    }
+    fn lock_memory(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn unlock_memory(&self) {}
+}
+
+/// Warnings collected from many threads, each kind kept once ("warn once").
+#[derive(Debug, Default)]
+pub struct WarningSink {
+    inner: Mutex<Vec<Warning>>,
+}
+
+impl WarningSink {
+    pub fn push(&self, w: Warning) {
+        let mut v = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let code = |w: &Warning| {
+            serde_json::to_value(w)
+                .ok()
+                .and_then(|j| j.get("code").and_then(|c| c.as_str()).map(String::from))
+        };
+        let c = code(&w);
+        // One per code, except affinity, which names its CPU.
+        let dup = v.iter().any(|x| match (&w, x) {
+            (Warning::NoAffinity { cpu: a, .. }, Warning::NoAffinity { cpu: b, .. }) => a == b,
+            _ => code(x) == c,
+        });
+        if !dup {
+            v.push(w);
+        }
+    }
+    pub fn take(&self) -> Vec<Warning> {
+        std::mem::take(&mut *self.inner.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Pins the calling thread and sets its policy, turning refusals into
+/// warnings. Returns the guard that ends the policy and whether the asked
+/// policy is in force.
+pub fn prepare_thread(
+    setup: &dyn ThreadSetup,
+    cpu: u32,
+    policy: Policy,
+    warnings: &WarningSink,
+) -> (Option<PolicyGuard>, bool) {
+    let pin = |warnings: &WarningSink| {
+        if let Err(e) = setup.pin(cpu) {
+            let reason = if matches!(policy, Policy::Deadline { .. }) {
+                format!("{e}; SCHED_DEADLINE threads may not be pinned to fewer CPUs than their root domain")
+            } else {
+                e.to_string()
+            };
+            warnings.push(Warning::NoAffinity { cpu, reason });
+        }
+    };
+    // SCHED_DEADLINE is refused for a thread already pinned to a subset of
+    // its root domain, so it is set first and pinning is attempted after.
+    let deadline = matches!(policy, Policy::Deadline { .. });
+    if !deadline {
+        pin(warnings);
+    }
+    let out = match setup.set_policy(policy) {
+        Ok(g) => (g, true),
+        Err(e) => {
+            if !matches!(policy, Policy::Other { .. }) {
+                warnings.push(Warning::NoRealtimePolicy {
+                    asked: policy_label(policy),
+                    reason: e.to_string(),
+                });
+            }
+            (None, false)
+        }
+    };
+    if deadline {
+        pin(warnings);
+    }
+    out
+}
+
+/// `fifo:95`, `deadline:100us/1ms`: the policy as the user would write it.
+pub fn policy_label(p: Policy) -> String {
+    match p {
+        Policy::Other { nice } => format!("other (nice {nice})"),
+        Policy::Fifo { priority } => format!("fifo:{priority}"),
+        Policy::Rr { priority } => format!("rr:{priority}"),
+        Policy::Deadline {
+            runtime, period, ..
+        } => format!("deadline:{runtime}/{period}"),
+    }
+}
+
+/// Locks memory once for the run, warning when refused.
+pub fn lock_memory_or_warn(setup: &dyn ThreadSetup, warnings: &WarningSink) -> bool {
+    match setup.lock_memory() {
+        Ok(()) => true,
+        Err(e) => {
+            warnings.push(Warning::NoMemlock {
+                reason: e.to_string(),
+            });
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unprivileged_setup_warns_once_per_kind() {
+        let sink = WarningSink::default();
+        for cpu in 0..4 {
+            let (g, ok) = prepare_thread(&Unprivileged, cpu, Policy::Fifo { priority: 95 }, &sink);
+            assert!(g.is_none() && !ok);
+        }
+        assert!(!lock_memory_or_warn(&Unprivileged, &sink));
+        assert!(!lock_memory_or_warn(&Unprivileged, &sink));
+        let w = sink.take();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(matches!(w[0], Warning::NoRealtimePolicy { .. }));
+        assert!(matches!(w[1], Warning::NoMemlock { .. }));
+    }
+}

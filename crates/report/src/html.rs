@@ -1,0 +1,1274 @@
+//! `--html`: one self-contained page (inline CSS and SVG, no scripts, no
+//! network) with the plots people read.
+//!
+//! Sections appear only when some record has the data: platform facts and
+//! their differences (seed 003's apples-to-apples rule), warnings, log-log
+//! exceedance curves with several records overlaid and the workload
+//! profiles' slack marked (seed 002 Figures 4–5), histograms in a chosen
+//! bucket (seed 000's 100 µs bins), worst cases per hour/day/week, MTTF
+//! against buffering with the target line (seed 002 Figures 6–7), stolen
+//! time per second with the top offenders and per-spike causes, and per
+//! period received / stolen / requested with hit or miss (seed 004 Figure
+//! 11.4). The whole page is written through the XML writer, so every
+//! system-derived string is escaped text.
+
+use std::collections::BTreeMap;
+
+use punctual_record::{Metric, Nanos, Platform, Record, Series, Severity};
+
+use crate::svg::{BarChart, Line, LineChart, Mark, PeriodChart, Scale};
+use crate::tail::{self, Profile, PROFILES};
+use crate::xml::Xml;
+use crate::Input;
+
+/// Choices that shape the page.
+#[derive(Clone, Debug)]
+pub struct HtmlOptions {
+    /// Histogram bucket width (seed 000 used 100 µs).
+    pub bucket: Nanos,
+    /// Profile for the MTTF-against-buffering plot.
+    pub profile: &'static Profile,
+    /// Target mean time to underrun (the horizontal line).
+    pub target_mttf: Nanos,
+    /// Compute time per buffer as a fraction of the buffer (seed 002's
+    /// soft modem: 25 %).
+    pub compute_fraction: f64,
+    /// Periods drawn per task (the table and summary count all).
+    pub max_periods: usize,
+    /// Series (per kind of plot) drawn before the rest are only tabulated.
+    pub max_plots: usize,
+}
+
+impl Default for HtmlOptions {
+    fn default() -> Self {
+        HtmlOptions {
+            bucket: Nanos::from_us(100),
+            profile: &PROFILES[2],
+            target_mttf: Nanos::from_secs(3600),
+            compute_fraction: 0.25,
+            max_periods: 200,
+            max_plots: 12,
+        }
+    }
+}
+
+const CSS: &str = "
+body{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;color:#1b1b1b;background:#fff;line-height:1.4}
+h1{font-size:26px;margin:0 0 4px 0}h2{font-size:20px;border-bottom:2px solid #0072B2;padding-bottom:3px;margin-top:34px}
+h3{font-size:15px;margin:18px 0 6px 0}
+table{border-collapse:collapse;font-size:13px;margin:6px 0 14px 0}
+th,td{border:1px solid #d0d0d0;padding:3px 8px;text-align:left;vertical-align:top}
+td.num{white-space:nowrap}
+th{background:#f2f5f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.diff td{background:#fff3d6}
+.extrap{color:#9a4b00;font-style:italic}
+.sev-degraded{color:#b00020;font-weight:bold}.sev-warn{color:#9a4b00}.sev-info{color:#555}
+.note{color:#555;font-size:13px}
+.grid2{display:flex;flex-wrap:wrap;gap:12px}
+.grid2 svg{flex:1 1 520px;max-width:580px}
+svg.plot{width:100%;height:auto;background:#fff;border:1px solid #e2e2e2;margin:4px 0}
+svg .frame{fill:none;stroke:#888}
+svg .grid{stroke:#e6e6e6;stroke-width:1}
+svg .tick{font-size:11px;fill:#444}
+svg .alabel{font-size:12px;fill:#222}
+svg .ptitle{font-size:14px;font-weight:bold;fill:#111}
+svg .series{fill:none;stroke-width:2}
+svg .lline{stroke-width:2.5}
+svg .ltext{font-size:11px;fill:#222}
+svg .mark{stroke:#777;stroke-dasharray:3 3}
+svg .target{stroke:#b00020;stroke-dasharray:7 4;stroke-width:1.5}
+svg .mtext{font-size:10px;fill:#555}
+svg .bar{opacity:0.75}
+svg .hit{fill:#009E73}svg .miss{fill:#b00020}
+pre{background:#f6f6f6;padding:8px;font-size:12px;overflow:auto;max-height:360px}
+footer{margin-top:40px;color:#777;font-size:12px}
+";
+
+fn fmt_ns(n: Nanos) -> String {
+    n.to_string()
+}
+
+fn table_head(x: &mut Xml, cols: &[&str]) {
+    x.open("table", &[]);
+    x.open("tr", &[]);
+    for c in cols {
+        x.leaf("th", &[], c);
+    }
+    x.close("tr");
+}
+
+fn row(x: &mut Xml, cells: &[String], numeric_from: usize) {
+    x.open("tr", &[]);
+    for (i, c) in cells.iter().enumerate() {
+        if i >= numeric_from {
+            x.leaf("td", &[("class", "num")], c);
+        } else {
+            x.leaf("td", &[], c);
+        }
+    }
+    x.close("tr");
+}
+
+/// The facts that make two runs comparable, as (name, value) rows.
+fn facts(p: &Platform) -> Vec<(String, String)> {
+    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".into());
+    let on = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
+    let mut v = vec![
+        ("hostname".into(), o(&p.hostname)),
+        ("CPU model".into(), o(&p.cpu_model)),
+        ("logical CPUs".into(), on(p.logical_cpus.map(u64::from))),
+        ("online CPUs".into(), o(&p.online_cpus)),
+        ("packages".into(), on(p.packages.map(u64::from))),
+        (
+            "threads per core".into(),
+            on(p.threads_per_core.map(u64::from)),
+        ),
+        ("NUMA nodes".into(), on(p.numa_nodes.map(u64::from))),
+        ("kernel".into(), o(&p.kernel)),
+        ("preemption".into(), o(&p.preemption)),
+        ("HZ".into(), on(p.hz.map(u64::from))),
+        ("nohz".into(), o(&p.nohz)),
+        ("clocksource".into(), o(&p.clocksource)),
+        ("cpufreq governor".into(), o(&p.cpufreq_governor)),
+        ("cpufreq min kHz".into(), on(p.cpufreq_min_khz)),
+        ("cpufreq max kHz".into(), on(p.cpufreq_max_khz)),
+        ("hypervisor".into(), o(&p.hypervisor)),
+        ("isolcpus".into(), o(&p.isolcpus)),
+        ("nohz_full".into(), o(&p.nohz_full)),
+        (
+            "RT throttling".into(),
+            match (p.rt_runtime_us, p.rt_period_us) {
+                (Some(r), Some(q)) => format!("{r} us / {q} us"),
+                _ => "—".into(),
+            },
+        ),
+        (
+            "IRQ time accounting".into(),
+            p.irq_time_accounting
+                .map(|b| if b { "yes" } else { "no" }.to_string())
+                .unwrap_or_else(|| "—".into()),
+        ),
+        (
+            "idle states".into(),
+            if p.cpuidle_states.is_empty() {
+                "—".into()
+            } else {
+                p.cpuidle_states
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{} ({} us{})",
+                            s.name,
+                            s.exit_latency_us,
+                            if s.disabled { ", disabled" } else { "" }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        ),
+    ];
+    for (k, val) in &p.other {
+        v.push((k.clone(), val.clone()));
+    }
+    v
+}
+
+/// The records' platforms: from each record, or from each merged input.
+fn platforms(inputs: &[Input]) -> Vec<(String, Platform)> {
+    let mut out = Vec::new();
+    for i in inputs {
+        let merged = i
+            .record
+            .extra
+            .get("merged_from")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| {
+                        let p: Platform =
+                            serde_json::from_value(m.get("platform")?.clone()).ok()?;
+                        let l = m.get("label").and_then(|l| l.as_str()).unwrap_or("?");
+                        Some((format!("{} ⟵ {l}", i.label), p))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        if merged.is_empty() {
+            out.push((i.label.clone(), i.record.platform.clone()));
+        } else {
+            out.extend(merged);
+        }
+    }
+    out
+}
+
+fn section_runs(x: &mut Xml, inputs: &[Input]) {
+    x.leaf("h2", &[("id", "runs")], "Runs");
+    table_head(
+        x,
+        &[
+            "record", "kind", "source", "host", "started", "duration", "note",
+        ],
+    );
+    for i in inputs {
+        let r = &i.record;
+        let name = r
+            .config
+            .get("scenario")
+            .or_else(|| r.config.get("scenario_name"))
+            .map(|v| match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+        let mut note = Vec::new();
+        if let Some(n) = name {
+            note.push(format!("scenario {n}"));
+        }
+        if r.interrupted {
+            note.push("interrupted: covers less than asked".into());
+        }
+        row(
+            x,
+            &[
+                i.label.clone(),
+                r.kind.clone(),
+                format!("{:?}", r.source).to_lowercase(),
+                r.platform.hostname.clone().unwrap_or_else(|| "—".into()),
+                r.started_at.clone(),
+                fmt_ns(r.duration_ns),
+                note.join("; "),
+            ],
+            99,
+        );
+    }
+    x.close("table");
+}
+
+fn section_platform(x: &mut Xml, inputs: &[Input]) {
+    let plats = platforms(inputs);
+    x.leaf("h2", &[("id", "platform")], "Platform");
+    let rows: Vec<Vec<(String, String)>> = plats.iter().map(|p| facts(&p.1)).collect();
+    let mut names: Vec<String> = Vec::new();
+    for r in &rows {
+        for (k, _) in r {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+    }
+    let mut differing = 0;
+    let mut cols = vec!["fact".to_string()];
+    cols.extend(plats.iter().map(|p| p.0.clone()));
+    let c: Vec<&str> = cols.iter().map(|s| s.as_str()).collect();
+    table_head(x, &c);
+    for n in &names {
+        let vals: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .find(|(k, _)| k == n)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_else(|| "—".into())
+            })
+            .collect();
+        let differs = vals.windows(2).any(|w| w[0] != w[1]);
+        if differs {
+            differing += 1;
+        }
+        x.open("tr", if differs { &[("class", "diff")] } else { &[] });
+        x.leaf("td", &[], n);
+        for v in vals {
+            x.leaf("td", &[], &v);
+        }
+        x.close("tr");
+    }
+    x.close("table");
+    if plats.len() > 1 {
+        x.leaf(
+            "p",
+            &[("class", "note")],
+            &if differing == 0 {
+                "All records come from machines with the same recorded facts.".to_string()
+            } else {
+                format!(
+                    "{differing} facts differ between the records (highlighted): compare their numbers with care; a latency means little without the platform it was measured on."
+                )
+            },
+        );
+    }
+}
+
+/// Near the top: only the facts that differ between the records' machines.
+fn section_platform_diff(x: &mut Xml, inputs: &[Input]) {
+    let plats = platforms(inputs);
+    if plats.len() < 2 {
+        return;
+    }
+    let rows: Vec<Vec<(String, String)>> = plats.iter().map(|p| facts(&p.1)).collect();
+    let mut diffs: Vec<(String, Vec<String>)> = Vec::new();
+    for (k, _) in &rows[0] {
+        let vals: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .find(|(n, _)| n == k)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_else(|| "—".into())
+            })
+            .collect();
+        if vals.windows(2).any(|w| w[0] != w[1]) {
+            diffs.push((k.clone(), vals));
+        }
+    }
+    x.leaf("h2", &[("id", "comparable")], "Are these runs comparable?");
+    if diffs.is_empty() {
+        x.leaf(
+            "p",
+            &[("class", "note")],
+            "Yes as far as recorded: every platform fact is the same (full list under Platform).",
+        );
+        return;
+    }
+    x.leaf(
+        "p",
+        &[("class", "note")],
+        &format!(
+            "{} platform facts differ between the records: compare their numbers with care; a latency means little without the platform it was measured on (full list under Platform).",
+            diffs.len()
+        ),
+    );
+    let mut cols = vec!["fact".to_string()];
+    cols.extend(plats.iter().map(|p| p.0.clone()));
+    let c: Vec<&str> = cols.iter().map(|s| s.as_str()).collect();
+    table_head(x, &c);
+    for (k, vals) in diffs {
+        x.open("tr", &[("class", "diff")]);
+        x.leaf("td", &[], &k);
+        for v in vals {
+            x.leaf("td", &[], &v);
+        }
+        x.close("tr");
+    }
+    x.close("table");
+}
+
+fn section_warnings(x: &mut Xml, inputs: &[Input]) {
+    if inputs.iter().all(|i| i.record.warnings.is_empty()) {
+        return;
+    }
+    x.leaf("h2", &[("id", "warnings")], "Warnings");
+    // One line per distinct warning, naming the records it came from.
+    let mut ws: Vec<(&punctual_record::Warning, Vec<&str>)> = Vec::new();
+    for i in inputs {
+        for w in &i.record.warnings {
+            match ws.iter_mut().find(|(x, _)| *x == w) {
+                Some((_, who)) => who.push(&i.label),
+                None => ws.push((w, vec![&i.label])),
+            }
+        }
+    }
+    ws.sort_by_key(|(w, _)| std::cmp::Reverse(w.severity()));
+    x.open("ul", &[]);
+    for (w, who) in ws {
+        let (cls, tag) = match w.severity() {
+            Severity::Degraded => ("sev-degraded", "degraded"),
+            Severity::Warn => ("sev-warn", "warning"),
+            Severity::Info => ("sev-info", "info"),
+        };
+        x.open("li", &[]);
+        x.leaf("span", &[("class", cls)], &format!("[{tag}] "));
+        x.text(&w.message());
+        if inputs.len() > 1 {
+            let whom = if who.len() == inputs.len() {
+                "all records".to_string()
+            } else {
+                who.join(", ")
+            };
+            x.leaf("span", &[("class", "note")], &format!(" ({whom})"));
+        }
+        x.close("li");
+    }
+    x.close("ul");
+}
+
+/// Series grouped by name across records, in first-seen order.
+/// Members of one group: (record label, record, series).
+type Group<'a> = Vec<(&'a str, &'a Record, &'a Series)>;
+
+fn grouped(inputs: &[Input], keep: impl Fn(&Series) -> bool) -> Vec<(String, Group<'_>)> {
+    let mut order: Vec<String> = Vec::new();
+    let mut map: BTreeMap<String, Group<'_>> = BTreeMap::new();
+    for i in inputs {
+        for s in &i.record.series {
+            if !keep(s) || s.count == 0 {
+                continue;
+            }
+            if !map.contains_key(&s.name) {
+                order.push(s.name.clone());
+            }
+            map.entry(s.name.clone())
+                .or_default()
+                .push((i.label.as_str(), &i.record, s));
+        }
+    }
+    order
+        .into_iter()
+        .map(|n| {
+            let v = map.remove(&n).unwrap_or_default();
+            (n, v)
+        })
+        .collect()
+}
+
+fn is_tail_metric(m: Metric) -> bool {
+    matches!(
+        m,
+        Metric::Latency | Metric::Gap | Metric::Response | Metric::ServiceGap
+    )
+}
+
+fn section_tails(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tail::Models) {
+    let groups = grouped(inputs, |s| is_tail_metric(s.metric));
+    if groups.is_empty() {
+        return;
+    }
+    x.leaf("h2", &[("id", "tails")], "Tails: how often is it late?");
+    x.leaf(
+        "p",
+        &[("class", "note")],
+        &format!(
+            "Log-log exceedance: the fraction of samples at or above each value (seed 002 Figures 4–5). Dashed verticals mark the smallest slack of each workload profile, (n−1)·t − c with n = 2, the shortest buffer t and compute c = {:.0}% of t: a curve still high at a mark misses that profile's deadlines often.",
+            o.compute_fraction * 100.0
+        ),
+    );
+    let marks: Vec<Mark> = PROFILES
+        .iter()
+        .map(|p| {
+            let s = tail::slack(p.n_min, p.t_min, o.compute_fraction);
+            Mark {
+                at: s.0 as f64 / 1e3,
+                label: format!("{} {}", p.name, s),
+            }
+        })
+        .collect();
+    x.open("div", &[("class", "grid2")]);
+    for (name, members) in groups.iter().take(o.max_plots) {
+        let mut lines = Vec::new();
+        let (mut xmin, mut xmax, mut ymin) = (f64::MAX, 0f64, 1f64);
+        for (label, _, s) in members {
+            let pts: Vec<(f64, f64)> = tail::exceedance(s, 400)
+                .into_iter()
+                .map(|p| (p.at.0 as f64 / 1e3, p.fraction))
+                .collect();
+            for (a, b) in &pts {
+                xmin = xmin.min(*a);
+                xmax = xmax.max(*a);
+                ymin = ymin.min(*b);
+            }
+            lines.push(Line {
+                name: label.to_string(),
+                points: pts,
+                dashed: false,
+                markers: false,
+            });
+        }
+        if xmax <= 0.0 {
+            continue;
+        }
+        let metric = members[0].2.metric.as_str();
+        let visible: Vec<Mark> = marks
+            .iter()
+            .filter(|m| m.at >= xmin / 2.0 && m.at <= xmax.max(xmin) * 20.0)
+            .map(|m| Mark {
+                at: m.at,
+                label: m.label.clone(),
+            })
+            .collect();
+        let xmax_axis = visible.iter().map(|m| m.at).fold(xmax, f64::max);
+        let c = LineChart {
+            title: format!("{name}: {metric} exceedance"),
+            x_label: format!("{metric} (µs)"),
+            y_label: "fraction of samples ≥ x".into(),
+            x: Scale::log_covering(xmin, xmax_axis),
+            y: Scale::log_covering(ymin, 1.0),
+            lines,
+            x_marks: visible,
+            y_marks: vec![],
+        };
+        x.fragment(c.render());
+    }
+    x.close("div");
+    if groups.len() > o.max_plots {
+        x.leaf(
+            "p",
+            &[("class", "note")],
+            &format!(
+                "{} more series are in the table below but not plotted.",
+                groups.len() - o.max_plots
+            ),
+        );
+    }
+    x.leaf("h3", &[], "Summary and expected worst cases");
+    x.leaf(
+        "p",
+        &[("class", "note")],
+        "Worst case per hour/day/week: the value exceeded about once in that much time at this series' sample rate (punctual_analysis, as punctual forecast computes it). Values in italics marked ~ are extrapolated from a generalized Pareto fit of the measured tail because the run was shorter than the window; \u{2018}> x\u{2019} means the window is too far beyond the run for a point estimate and gives the lower end of the 95% interval.",
+    );
+    table_head(
+        x,
+        &[
+            "series",
+            "record",
+            "count",
+            "min",
+            "mean",
+            "p50",
+            "p99",
+            "p99.9",
+            "p99.99",
+            "max",
+            "missed",
+            "worst/hour",
+            "worst/day",
+            "worst/week",
+        ],
+    );
+    for (name, members) in &groups {
+        for (label, rec, s) in members {
+            x.open("tr", &[]);
+            x.leaf("td", &[], name);
+            x.leaf("td", &[], label);
+            for v in [
+                s.count.to_string(),
+                fmt_ns(s.min),
+                fmt_ns(s.mean),
+                fmt_ns(s.percentiles.p50),
+                fmt_ns(s.percentiles.p99),
+                fmt_ns(s.percentiles.p99_9),
+                fmt_ns(s.percentiles.p99_99),
+                fmt_ns(s.max),
+                s.missed.to_string(),
+            ] {
+                x.leaf("td", &[("class", "num")], &v);
+            }
+            match models.get(s, rec.duration_ns).map(tail::worst_cases_of) {
+                Some(wc) => {
+                    for (_, e) in wc {
+                        let cls = if e.extrapolated { "num extrap" } else { "num" };
+                        let note = e.note.clone().unwrap_or_default();
+                        x.leaf(
+                            "td",
+                            &[("class", cls), ("title", &note)],
+                            &tail::estimate_text(&e),
+                        );
+                    }
+                }
+                None => {
+                    for _ in 0..3 {
+                        x.leaf("td", &[("class", "num")], "—");
+                    }
+                }
+            }
+            x.close("tr");
+        }
+    }
+    x.close("table");
+}
+
+fn section_histograms(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
+    let groups = grouped(inputs, |s| {
+        matches!(s.metric, Metric::Latency | Metric::Interval)
+    });
+    if groups.is_empty() {
+        return;
+    }
+    x.leaf("h2", &[("id", "histograms")], "Histograms");
+    x.leaf(
+        "p",
+        &[("class", "note")],
+        &format!(
+            "Counts per {} bucket (seed 000 plotted times between callbacks this way). Count axis is logarithmic when the counts span more than two decades.",
+            o.bucket
+        ),
+    );
+    x.open("div", &[("class", "grid2")]);
+    for (name, members) in groups.iter().take(o.max_plots) {
+        let mut series = Vec::new();
+        let (mut xmax, mut cmax, mut cmin) = (0f64, 0f64, f64::MAX);
+        let mut xmin = f64::MAX;
+        for (label, _, s) in members {
+            let h = s.histogram.rebucket(o.bucket.0);
+            let w = h.bucket_ns as f64 / 1e6;
+            let bars: Vec<(f64, f64, f64)> = h
+                .buckets
+                .iter()
+                .map(|(lo, c)| (*lo as f64 / 1e6, *lo as f64 / 1e6 + w, *c as f64))
+                .collect();
+            for b in &bars {
+                xmin = xmin.min(b.0);
+                xmax = xmax.max(b.1);
+                cmax = cmax.max(b.2);
+                cmin = cmin.min(b.2);
+            }
+            series.push((label.to_string(), bars));
+        }
+        if cmax <= 0.0 {
+            continue;
+        }
+        let y = if cmax / cmin.max(1.0) > 100.0 {
+            Scale::log_covering(0.5, cmax)
+        } else {
+            Scale::linear_covering(0.0, cmax * 1.05)
+        };
+        let metric = members[0].2.metric.as_str();
+        let c = BarChart {
+            title: format!("{name}: {metric} per {}", o.bucket),
+            x_label: format!("{metric} (ms)"),
+            y_label: "count".into(),
+            x: Scale::linear_covering(xmin.min(0.0), xmax),
+            y,
+            series,
+        };
+        x.fragment(c.render());
+    }
+    x.close("div");
+}
+
+fn section_mttf(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tail::Models) {
+    let groups = grouped(inputs, |s| s.metric == Metric::Latency);
+    if groups.is_empty() {
+        return;
+    }
+    let p = o.profile;
+    x.leaf(
+        "h2",
+        &[("id", "mttf")],
+        "Mean time to buffer underrun against buffering",
+    );
+    x.leaf(
+        "p",
+        &[("class", "note")],
+        &format!(
+            "Profile {}: buffers of {}–{}, {}–{} of them, compute {:.0}% of a buffer. MTTF = t / P(latency > (n−1)·t − c) (seed 002 section 5.1, Figures 6–7; computed by punctual_analysis). Red line: target {}. Dashed lines: fewer than 10 samples exceeded the slack, so the probability comes from the fitted tail. Missing points: no underrun observed or predicted at that buffering.",
+            p.name,
+            p.t_min,
+            p.t_max,
+            p.n_min,
+            p.n_max,
+            o.compute_fraction * 100.0,
+            o.target_mttf
+        ),
+    );
+    let ts = [p.t_min, Nanos((p.t_min.0 + p.t_max.0) / 2), p.t_max];
+    x.open("div", &[("class", "grid2")]);
+    for (name, members) in groups.iter().take(o.max_plots) {
+        let mut lines = Vec::new();
+        let (mut ymin, mut ymax, mut xmax) = (f64::MAX, 0f64, 0f64);
+        for (label, rec, s) in members.iter().take(3) {
+            let Some(model) = models.get(s, rec.duration_ns) else {
+                continue;
+            };
+            for t in ts {
+                let mut pts = Vec::new();
+                let mut extrapolated = false;
+                for n in p.n_min..=p.n_max {
+                    let Some(m) = tail::mttf(model, n, t, o.compute_fraction) else {
+                        continue;
+                    };
+                    // None: no underrun observed or predicted at this slack.
+                    let Some(secs) = m.mttf_seconds else { continue };
+                    let total_ms = (n as u64 * t.0) as f64 / 1e6;
+                    pts.push((total_ms, secs));
+                    extrapolated |= m.extrapolated;
+                    ymin = ymin.min(secs);
+                    ymax = ymax.max(secs);
+                    xmax = xmax.max(total_ms);
+                }
+                let who = if members.len() > 1 {
+                    format!("{label}, ")
+                } else {
+                    String::new()
+                };
+                lines.push(Line {
+                    name: format!(
+                        "{who}t = {t}{}",
+                        if extrapolated { " (extrapolated)" } else { "" }
+                    ),
+                    points: pts,
+                    dashed: extrapolated,
+                    markers: true,
+                });
+            }
+        }
+        if ymax <= 0.0 {
+            continue;
+        }
+        let target = o.target_mttf.as_secs_f64();
+        let c = LineChart {
+            title: format!("{name}: MTTF, profile {}", p.name),
+            x_label: "total buffering n·t (ms)".into(),
+            y_label: "mean time to underrun (s)".into(),
+            x: Scale::linear_covering(0.0, xmax),
+            y: Scale::log_covering(ymin.min(target), ymax.max(target)),
+            lines,
+            x_marks: vec![],
+            y_marks: vec![Mark {
+                at: target,
+                label: format!("target {}", o.target_mttf),
+            }],
+        };
+        x.fragment(c.render());
+    }
+    x.close("div");
+}
+
+fn json_table(x: &mut Xml, v: &serde_json::Value, depth: usize) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) if depth < 4 => {
+            x.open("table", &[]);
+            for (k, val) in m {
+                x.open("tr", &[]);
+                x.leaf("th", &[], k);
+                x.open("td", &[]);
+                json_table(x, val, depth + 1);
+                x.close("td");
+                x.close("tr");
+            }
+            x.close("table");
+        }
+        Value::Array(a) if depth < 4 && !a.is_empty() && a.iter().all(|e| e.is_object()) => {
+            let mut cols: Vec<String> = Vec::new();
+            for e in a {
+                if let Some(o) = e.as_object() {
+                    for k in o.keys() {
+                        if !cols.contains(k) {
+                            cols.push(k.clone());
+                        }
+                    }
+                }
+            }
+            let c: Vec<&str> = cols.iter().map(|s| s.as_str()).collect();
+            table_head(x, &c);
+            for e in a.iter().take(500) {
+                x.open("tr", &[]);
+                for k in &cols {
+                    let cell = e.get(k).cloned().unwrap_or(Value::Null);
+                    let extrap = k.contains("extrapolated") && cell == Value::Bool(true);
+                    x.open("td", if extrap { &[("class", "extrap")] } else { &[] });
+                    json_table(x, &cell, depth + 1);
+                    x.close("td");
+                }
+                x.close("tr");
+            }
+            x.close("table");
+        }
+        Value::String(s) => x.text(s),
+        Value::Null => x.text("—"),
+        other => x.text(&other.to_string()),
+    }
+}
+
+fn section_forecast(x: &mut Xml, inputs: &[Input]) {
+    let with: Vec<&Input> = inputs
+        .iter()
+        .filter(|i| i.record.extra.contains_key("forecast"))
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    x.leaf("h2", &[("id", "forecast")], "Forecast");
+    for i in with {
+        if inputs.len() > 1 {
+            x.leaf("h3", &[], &i.label);
+        }
+        let v = crate::prometheus::verdicts(&i.record.extra);
+        if !v.is_empty() {
+            table_head(x, &["profile", "verdict"]);
+            for (p, pass) in v {
+                x.open("tr", &[]);
+                x.leaf("td", &[], &p);
+                x.leaf(
+                    "td",
+                    &[("class", if pass { "sev-info" } else { "sev-degraded" })],
+                    if pass {
+                        "meets its deadlines"
+                    } else {
+                        "misses"
+                    },
+                );
+                x.close("tr");
+            }
+            x.close("table");
+        }
+        json_table(x, &i.record.extra["forecast"], 0);
+    }
+}
+
+fn section_stolen(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
+    if inputs.iter().all(|i| i.record.stolen.is_empty()) {
+        return;
+    }
+    x.leaf("h2", &[("id", "stolen")], "Stolen time");
+    table_head(
+        x,
+        &[
+            "record",
+            "cpu",
+            "task",
+            "observed",
+            "stolen",
+            "fraction",
+            "intervals",
+            "longest",
+            "threshold",
+        ],
+    );
+    for i in inputs {
+        for s in &i.record.stolen {
+            row(
+                x,
+                &[
+                    i.label.clone(),
+                    s.cpu.to_string(),
+                    s.task.clone().unwrap_or_default(),
+                    fmt_ns(s.observed_ns),
+                    fmt_ns(s.total_ns),
+                    format!("{:.3}%", s.fraction * 100.0),
+                    s.intervals.to_string(),
+                    fmt_ns(s.max_ns),
+                    fmt_ns(s.threshold_ns),
+                ],
+                3,
+            );
+        }
+    }
+    x.close("table");
+    // Per CPU, records overlaid: stolen milliseconds per second of run.
+    let mut by_cpu: BTreeMap<(u32, Option<String>), Vec<Line>> = BTreeMap::new();
+    for i in inputs {
+        for s in &i.record.stolen {
+            let w = s.timeline.bin_ns.0.max(1) as f64;
+            let pts: Vec<(f64, f64)> = s
+                .timeline
+                .values_ns
+                .iter()
+                .enumerate()
+                .map(|(b, v)| ((b as f64 + 0.5) * w / 1e9, v.0 as f64 / 1e6 / (w / 1e9)))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            by_cpu
+                .entry((s.cpu, s.task.clone()))
+                .or_default()
+                .push(Line {
+                    name: i.label.clone(),
+                    points: pts,
+                    dashed: false,
+                    markers: false,
+                });
+        }
+    }
+    x.open("div", &[("class", "grid2")]);
+    for ((cpu, task), lines) in by_cpu.into_iter().take(o.max_plots) {
+        let xmax = lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.0))
+            .fold(0.0, f64::max);
+        let ymax = lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.1))
+            .fold(0.0, f64::max);
+        let who = match task {
+            Some(t) => format!("cpu{cpu} ({t})"),
+            None => format!("cpu{cpu}"),
+        };
+        let c = LineChart {
+            title: format!("{who}: stolen time per second"),
+            x_label: "time since start (s)".into(),
+            y_label: "stolen (ms per s)".into(),
+            x: Scale::linear_covering(0.0, xmax),
+            y: Scale::linear_covering(0.0, ymax.max(1e-3) * 1.1),
+            lines,
+            x_marks: vec![],
+            y_marks: vec![],
+        };
+        x.fragment(c.render());
+    }
+    x.close("div");
+
+    // Top offenders across every record and CPU.
+    let mut offenders: Vec<(String, u32, &punctual_record::SourceShare)> = Vec::new();
+    for i in inputs {
+        for s in &i.record.stolen {
+            for src in &s.by_source {
+                offenders.push((i.label.clone(), s.cpu, src));
+            }
+        }
+    }
+    if !offenders.is_empty() {
+        offenders.sort_by_key(|o| std::cmp::Reverse(o.2.total_ns));
+        x.leaf("h3", &[], "Top offenders");
+        table_head(
+            x,
+            &[
+                "record", "cpu", "kind", "source", "count", "total", "longest", "share",
+            ],
+        );
+        for (label, cpu, src) in offenders.iter().take(25) {
+            row(
+                x,
+                &[
+                    label.clone(),
+                    cpu.to_string(),
+                    src.kind.clone(),
+                    src.name.clone(),
+                    src.count.to_string(),
+                    fmt_ns(src.total_ns),
+                    fmt_ns(src.max_ns),
+                    format!("{:.1}%", src.share * 100.0),
+                ],
+                4,
+            );
+        }
+        x.close("table");
+    }
+    let kv: Vec<_> = inputs
+        .iter()
+        .flat_map(|i| {
+            i.record
+                .stolen
+                .iter()
+                .filter_map(move |s| s.kernel_view.as_ref().map(|k| (i, s.cpu, k)))
+        })
+        .collect();
+    if !kv.is_empty() {
+        x.leaf("h3", &[], "What the kernel admits to (/proc/stat)");
+        table_head(
+            x,
+            &["record", "cpu", "irq", "softirq", "steal", "top interrupts"],
+        );
+        for (i, cpu, k) in kv {
+            let mut ints: Vec<(&String, &u64)> = k.interrupts.iter().collect();
+            ints.sort_by(|a, b| b.1.cmp(a.1));
+            let top = ints
+                .iter()
+                .take(5)
+                .map(|(n, c)| format!("{n}: {c}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            row(
+                x,
+                &[
+                    i.label.clone(),
+                    cpu.to_string(),
+                    fmt_ns(k.irq_ns),
+                    fmt_ns(k.softirq_ns),
+                    fmt_ns(k.steal_ns),
+                    top,
+                ],
+                2,
+            );
+        }
+        x.close("table");
+    }
+}
+
+fn section_spikes(x: &mut Xml, inputs: &[Input]) {
+    if inputs.iter().all(|i| i.record.spikes.is_empty()) {
+        return;
+    }
+    x.leaf("h2", &[("id", "spikes")], "Largest spikes and their causes");
+    let mut all: Vec<(&str, &punctual_record::Spike)> = inputs
+        .iter()
+        .flat_map(|i| i.record.spikes.iter().map(move |s| (i.label.as_str(), s)))
+        .collect();
+    all.sort_by_key(|a| std::cmp::Reverse(a.1.value_ns));
+    let dropped: u64 = inputs.iter().map(|i| i.record.spikes_dropped).sum();
+    table_head(
+        x,
+        &[
+            "record",
+            "at",
+            "cpu / task",
+            "metric",
+            "value",
+            "causes (time taken)",
+        ],
+    );
+    for (label, s) in all.iter().take(30) {
+        x.open("tr", &[]);
+        x.leaf("td", &[], label);
+        x.leaf("td", &[("class", "num")], &fmt_ns(s.at_ns));
+        x.leaf(
+            "td",
+            &[],
+            &match &s.task {
+                Some(t) => format!("cpu{} / {t}", s.cpu),
+                None => format!("cpu{}", s.cpu),
+            },
+        );
+        x.leaf("td", &[], s.metric.as_str());
+        x.leaf("td", &[("class", "num")], &fmt_ns(s.value_ns));
+        x.open("td", &[]);
+        if s.causes.is_empty() {
+            x.text("not attributed");
+        } else {
+            let mut causes: Vec<_> = s.causes.iter().collect();
+            causes.sort_by_key(|c| std::cmp::Reverse(c.total_ns));
+            x.open("ul", &[]);
+            for c in causes {
+                x.leaf(
+                    "li",
+                    &[],
+                    &format!(
+                        "{} {}: {} in {} event(s) ({:.0}%)",
+                        c.kind,
+                        c.name,
+                        c.total_ns,
+                        c.count,
+                        c.share * 100.0
+                    ),
+                );
+            }
+            x.close("ul");
+        }
+        if s.incomplete {
+            x.leaf(
+                "span",
+                &[("class", "sev-warn")],
+                "trace events were lost in this window: attribution incomplete",
+            );
+        }
+        x.close("td");
+        x.close("tr");
+    }
+    x.close("table");
+    if dropped > 0 {
+        x.leaf(
+            "p",
+            &[("class", "note")],
+            &format!(
+                "{dropped} further spikes were counted but not stored (the spike log is bounded)."
+            ),
+        );
+    }
+}
+
+fn section_periods(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
+    if inputs
+        .iter()
+        .all(|i| i.record.periods.is_empty() && i.record.period_summary.is_empty())
+    {
+        return;
+    }
+    x.leaf("h2", &[("id", "periods")], "Reservations: per period");
+    x.leaf(
+        "p",
+        &[("class", "note")],
+        "Each bar is one period: time received (blue) and time stolen (vermillion) stacked; the black line is the amount requested. The strip above the plot is green for a met deadline and red for a miss (seed 004 Figure 11.4).",
+    );
+    let any_summary = inputs.iter().any(|i| !i.record.period_summary.is_empty());
+    if any_summary {
+        table_head(
+            x,
+            &[
+                "record",
+                "task",
+                "periods",
+                "misses",
+                "reserved",
+                "received",
+                "stolen",
+                "requested",
+            ],
+        );
+        for i in inputs {
+            for s in &i.record.period_summary {
+                row(
+                    x,
+                    &[
+                        i.label.clone(),
+                        s.task.clone(),
+                        s.periods.to_string(),
+                        format!(
+                            "{} ({:.2}%)",
+                            s.misses,
+                            100.0 * s.misses as f64 / s.periods.max(1) as f64
+                        ),
+                        fmt_ns(s.reserved_ns),
+                        fmt_ns(s.received_total_ns),
+                        fmt_ns(s.stolen_total_ns),
+                        fmt_ns(s.requested_total_ns),
+                    ],
+                    2,
+                );
+            }
+        }
+        x.close("table");
+    }
+    let mut plots = 0;
+    for i in inputs {
+        let mut tasks: Vec<&str> = Vec::new();
+        for p in &i.record.periods {
+            if !tasks.contains(&p.task.as_str()) {
+                tasks.push(&p.task);
+            }
+        }
+        for t in tasks {
+            if plots >= o.max_plots {
+                break;
+            }
+            plots += 1;
+            let ps: Vec<_> = i
+                .record
+                .periods
+                .iter()
+                .filter(|p| p.task == t)
+                .take(o.max_periods)
+                .collect();
+            let ms = |n: Nanos| n.0 as f64 / 1e6;
+            let c = PeriodChart {
+                title: format!("{}: task {t}, first {} periods", i.label, ps.len()),
+                y_label: "time (ms)".into(),
+                index: ps.iter().map(|p| p.index as f64).collect(),
+                stacks: vec![
+                    (
+                        "received".into(),
+                        "#0072B2",
+                        ps.iter().map(|p| ms(p.received_ns)).collect(),
+                    ),
+                    (
+                        "stolen".into(),
+                        "#D55E00",
+                        ps.iter().map(|p| ms(p.stolen_ns)).collect(),
+                    ),
+                ],
+                lines: vec![(
+                    "requested".into(),
+                    "#000000",
+                    ps.iter().map(|p| ms(p.requested_ns)).collect(),
+                )],
+                hit: ps.iter().map(|p| p.hit).collect(),
+            };
+            x.fragment(c.render());
+        }
+    }
+}
+
+fn section_loads(x: &mut Xml, inputs: &[Input]) {
+    if inputs.iter().all(|i| i.record.load.is_empty()) {
+        return;
+    }
+    x.leaf("h2", &[("id", "loads")], "Loads during the run");
+    table_head(x, &["record", "kind", "spec", "achieved"]);
+    for i in inputs {
+        for l in &i.record.load {
+            row(
+                x,
+                &[
+                    i.label.clone(),
+                    l.kind.clone(),
+                    l.spec.clone(),
+                    l.achieved
+                        .iter()
+                        .map(|(k, v)| format!("{k} = {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ],
+                99,
+            );
+        }
+    }
+    x.close("table");
+}
+
+fn section_config(x: &mut Xml, inputs: &[Input]) {
+    x.leaf("h2", &[("id", "config")], "Configuration");
+    for i in inputs {
+        x.open("details", &[]);
+        x.leaf("summary", &[], &format!("{}: options of the run", i.label));
+        let text = serde_json::to_string_pretty(&i.record.config).unwrap_or_default();
+        x.leaf("pre", &[], &text);
+        x.close("details");
+    }
+}
+
+/// The whole page.
+pub fn render(inputs: &[Input], o: &HtmlOptions) -> Vec<u8> {
+    let mut x = Xml::new();
+    x.doctype_html();
+    x.open("html", &[("lang", "en")]);
+    x.open("head", &[]);
+    x.empty("meta", &[("charset", "utf-8")]);
+    x.empty(
+        "meta",
+        &[
+            ("name", "viewport"),
+            ("content", "width=device-width, initial-scale=1"),
+        ],
+    );
+    // No network even if a plot label looked like a URL.
+    x.empty(
+        "meta",
+        &[
+            ("http-equiv", "Content-Security-Policy"),
+            (
+                "content",
+                "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+            ),
+        ],
+    );
+    let labels: Vec<&str> = inputs.iter().map(|i| i.label.as_str()).collect();
+    x.leaf(
+        "title",
+        &[],
+        &format!("punctual report: {}", labels.join(", ")),
+    );
+    x.open("style", &[]);
+    x.trusted_static(CSS);
+    x.close("style");
+    x.close("head");
+    x.open("body", &[]);
+    x.leaf("h1", &[], "punctual report");
+    x.leaf(
+        "p",
+        &[("class", "note")],
+        &format!(
+            "{} record(s): {}. Will the deadlines be met on this machine, how often not, and why.",
+            inputs.len(),
+            labels.join(", ")
+        ),
+    );
+    // What a reader needs first: which runs, whether they are comparable,
+    // what to distrust; then the plots; the full platform facts last.
+    section_runs(&mut x, inputs);
+    section_platform_diff(&mut x, inputs);
+    section_warnings(&mut x, inputs);
+    let mut models = tail::Models::default();
+    section_tails(&mut x, inputs, o, &mut models);
+    section_histograms(&mut x, inputs, o);
+    section_mttf(&mut x, inputs, o, &mut models);
+    section_forecast(&mut x, inputs);
+    section_stolen(&mut x, inputs, o);
+    section_spikes(&mut x, inputs);
+    section_periods(&mut x, inputs, o);
+    section_loads(&mut x, inputs);
+    section_platform(&mut x, inputs);
+    section_config(&mut x, inputs);
+    x.leaf(
+        "footer",
+        &[],
+        &format!(
+            "Made by punctual {} from the records above; self-contained, no scripts, no network.",
+            env!("CARGO_PKG_VERSION")
+        ),
+    );
+    x.close("body");
+    x.close("html");
+    let mut s = x.into_string();
+    s.push('\n');
+    s.into_bytes()
+}

@@ -1,0 +1,394 @@
+//! What the kernel will and will not do for a reservation: budget
+//! enforcement granularity (tick vs HRTICK), deadline bandwidth limits and
+//! what is already admitted, and a sentence explaining a refusal.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use punctual_units::Nanos;
+use serde::Serialize;
+
+use crate::journal::{Action, Journal};
+
+/// Facts read from /proc/config.gz (absent when the kernel does not
+/// publish its configuration).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct KernelConfig {
+    pub hz: Option<u32>,
+    pub sched_hrtick: Option<bool>,
+    pub irq_time_accounting: Option<bool>,
+}
+
+pub fn kernel_config() -> KernelConfig {
+    let mut text = String::new();
+    let ok = fs::File::open("/proc/config.gz")
+        .ok()
+        .map(|f| {
+            flate2::read::GzDecoder::new(f)
+                .read_to_string(&mut text)
+                .is_ok()
+        })
+        .unwrap_or(false);
+    if !ok {
+        return KernelConfig::default();
+    }
+    parse_config(&text)
+}
+
+fn parse_config(text: &str) -> KernelConfig {
+    let mut c = KernelConfig {
+        sched_hrtick: Some(false),
+        irq_time_accounting: Some(false),
+        ..Default::default()
+    };
+    for l in text.lines() {
+        if let Some(v) = l.strip_prefix("CONFIG_HZ=") {
+            c.hz = v.trim().parse().ok();
+        } else if l == "CONFIG_SCHED_HRTICK=y" {
+            c.sched_hrtick = Some(true);
+        } else if l == "CONFIG_IRQ_TIME_ACCOUNTING=y" {
+            c.irq_time_accounting = Some(true);
+        }
+    }
+    c
+}
+
+/// Whether the deadline class's budgets are enforced by a high-resolution
+/// timer or only at the scheduler tick.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Hrtick {
+    /// The feature (`HRTICK_DL` on kernels that split it, else `HRTICK`) is on.
+    On {
+        feature: String,
+    },
+    Off {
+        feature: String,
+    },
+    /// The kernel was built without CONFIG_SCHED_HRTICK.
+    NotBuilt,
+    /// Could not tell; the kernel default is off.
+    Unknown {
+        reason: String,
+    },
+}
+
+impl Hrtick {
+    pub fn enforced_at_tick(&self) -> bool {
+        !matches!(self, Hrtick::On { .. })
+    }
+}
+
+/// Where sched/features and sched/debug can be read: the standard debugfs
+/// mount, or a private debugfs mount made for this run (journaled, so it is
+/// undone with everything else; private so that it never disturbs another
+/// user of /sys/kernel/debug).
+pub fn sched_debug_dir(journal: Option<&mut Journal>) -> Option<PathBuf> {
+    let std_dir = Path::new("/sys/kernel/debug/sched");
+    if std_dir.join("debug").exists() {
+        return Some(std_dir.to_path_buf());
+    }
+    let j = journal?;
+    let dir = j
+        .path()
+        .parent()?
+        .join(format!("debugfs-{}", std::process::id()));
+    if dir.join("sched/debug").exists() {
+        return Some(dir.join("sched"));
+    }
+    fs::create_dir_all(&dir).ok()?;
+    j.record(Action::Mount {
+        target: dir.clone(),
+    })
+    .ok()?;
+    let target = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: all pointers are valid NUL-terminated strings or null data.
+    let r = unsafe {
+        libc::mount(
+            c"none".as_ptr(),
+            target.as_ptr(),
+            c"debugfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    Some(dir.join("sched"))
+}
+
+/// Reads the HRTICK state from sched/features.
+pub fn hrtick_state(cfg: &KernelConfig, sched_dir: Option<&Path>) -> Hrtick {
+    if cfg.sched_hrtick == Some(false) {
+        return Hrtick::NotBuilt;
+    }
+    let Some(dir) = sched_dir else {
+        return Hrtick::Unknown {
+            reason: "debugfs is not mounted and could not be mounted".into(),
+        };
+    };
+    match fs::read_to_string(dir.join("features")) {
+        Ok(t) => parse_features(&t),
+        Err(e) => Hrtick::Unknown {
+            reason: format!("reading {} failed: {e}", dir.join("features").display()),
+        },
+    }
+}
+
+fn parse_features(text: &str) -> Hrtick {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    for name in ["HRTICK_DL", "HRTICK"] {
+        if words.contains(&name) {
+            return Hrtick::On {
+                feature: name.into(),
+            };
+        }
+        if words.contains(&format!("NO_{name}").as_str()) {
+            return Hrtick::Off {
+                feature: name.into(),
+            };
+        }
+    }
+    Hrtick::NotBuilt
+}
+
+/// Turns HRTICK on for the run (journaled: it is switched back off on
+/// every exit path).
+pub fn enable_hrtick(
+    journal: &mut Journal,
+    sched_dir: &Path,
+    state: &Hrtick,
+) -> Result<(), String> {
+    match state {
+        Hrtick::On { .. } => Ok(()),
+        Hrtick::Off { feature } => journal
+            .set_knob(
+                &sched_dir.join("features"),
+                feature,
+                &format!("NO_{feature}"),
+            )
+            .map_err(|e| format!("could not enable {feature}: {e}")),
+        Hrtick::NotBuilt => {
+            Err("--hrtick: this kernel was built without CONFIG_SCHED_HRTICK".into())
+        }
+        Hrtick::Unknown { reason } => Err(format!(
+            "--hrtick: the scheduler features cannot be changed here ({reason})"
+        )),
+    }
+}
+
+/// One deadline thread found on the system.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DlTask {
+    pub tid: i32,
+    pub comm: String,
+    pub runtime_ns: Nanos,
+    pub period_ns: Nanos,
+}
+
+/// Every SCHED_DEADLINE thread currently on the system.
+pub fn deadline_tasks() -> Vec<DlTask> {
+    let mut out = Vec::new();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let name = p.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            if let Ok(a) = punctual_live::rt::sched_getattr(tid) {
+                if a.sched_policy == punctual_live::rt::SCHED_DEADLINE {
+                    let comm = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string();
+                    out.push(DlTask {
+                        tid,
+                        comm,
+                        runtime_ns: Nanos(a.sched_runtime),
+                        period_ns: Nanos(a.sched_period),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The deadline bandwidth picture an admission refusal is explained with.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Bandwidth {
+    /// sched_rt_runtime_us / sched_rt_period_us: the per-CPU share the
+    /// kernel lets deadline (and RT) tasks admit; None = unlimited (-1).
+    pub limit_per_cpu_ratio: Option<f64>,
+    /// Per-CPU `dl_bw->total_bw` from sched/debug (admitted bandwidth of
+    /// the CPU's root domain, including the kernel's own fair servers), as
+    /// a ratio of one CPU.
+    pub root_domain_in_use_ratio: Vec<(u32, f64)>,
+    /// Deadline threads of user space, summed as CPU ratios.
+    pub tasks_in_use_ratio: f64,
+    pub tasks: Vec<DlTask>,
+}
+
+pub fn bandwidth(sched_dir: Option<&Path>) -> Bandwidth {
+    let rt = |f: &str| -> Option<i64> {
+        fs::read_to_string(format!("/proc/sys/kernel/{f}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let limit = match (rt("sched_rt_runtime_us"), rt("sched_rt_period_us")) {
+        (Some(r), Some(p)) if r >= 0 && p > 0 => Some(r as f64 / p as f64),
+        _ => None,
+    };
+    let tasks = deadline_tasks();
+    // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0%".
+    let used = tasks
+        .iter()
+        .map(|t| t.runtime_ns.0 as f64 / t.period_ns.0.max(1) as f64)
+        .fold(0.0, |a, b| a + b);
+    let rd = sched_dir
+        .and_then(|d| fs::read_to_string(d.join("debug")).ok())
+        .map(|t| parse_dl_bw(&t))
+        .unwrap_or_default();
+    Bandwidth {
+        limit_per_cpu_ratio: limit,
+        root_domain_in_use_ratio: rd,
+        tasks_in_use_ratio: used,
+        tasks,
+    }
+}
+
+/// Parses `dl_rq[N]: … .dl_bw->total_bw : X` (2^-20 units) per CPU.
+fn parse_dl_bw(text: &str) -> Vec<(u32, f64)> {
+    let mut out = Vec::new();
+    let mut cpu = None;
+    for l in text.lines() {
+        let t = l.trim();
+        if let Some(rest) = t.strip_prefix("dl_rq[") {
+            cpu = rest.split(']').next().and_then(|n| n.parse::<u32>().ok());
+        } else if let (Some(c), Some(v)) = (cpu, t.strip_prefix(".dl_bw->total_bw")) {
+            if let Ok(x) = v.trim().trim_start_matches(':').trim().parse::<u64>() {
+                out.push((c, x as f64 / (1u64 << 20) as f64));
+            }
+            cpu = None;
+        }
+    }
+    out
+}
+
+/// One sentence for a refused sched_setattr: what was asked, what is in
+/// use, the limit, and what the user can change. Never suggests disabling
+/// admission control.
+pub fn explain_refusal(
+    err: &std::io::Error,
+    runtime: Nanos,
+    period: Nanos,
+    cpus_in_domain: u32,
+    bw: &Bandwidth,
+) -> String {
+    let asked = runtime.0 as f64 / period.0 as f64;
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let limit = match bw.limit_per_cpu_ratio {
+        Some(l) => format!(
+            "{} of each of {cpus_in_domain} CPU(s) (kernel.sched_rt_runtime_us / sched_rt_period_us)",
+            pct(l)
+        ),
+        None => "unlimited".into(),
+    };
+    let in_use = if bw.root_domain_in_use_ratio.is_empty() {
+        format!(
+            "{} by {} deadline thread(s)",
+            pct(bw.tasks_in_use_ratio),
+            bw.tasks.len()
+        )
+    } else {
+        let rd: Vec<String> = bw
+            .root_domain_in_use_ratio
+            .iter()
+            .map(|(c, x)| format!("CPU{c} {}", pct(*x)))
+            .collect();
+        format!(
+            "{} by {} user deadline thread(s); root-domain totals incl. the kernel's fair servers: {}",
+            pct(bw.tasks_in_use_ratio),
+            bw.tasks.len(),
+            rd.join(", ")
+        )
+    };
+    match err.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => format!(
+            "SCHED_DEADLINE was refused ({err}): it needs root or CAP_SYS_NICE, and a thread whose CPU affinity is narrower than its root domain (use --cpu N to get an exclusive partition instead of pinning)"
+        ),
+        Some(libc::EBUSY) => format!(
+            "admission control refused {runtime}/{period} ({} of a CPU): bandwidth in use {in_use}; limit {limit} (a reservation released less than one period ago still holds its bandwidth until its deadline); lower --budget or --over-reserve/--max-budget, lengthen --period, or end other deadline tasks",
+            pct(asked)
+        ),
+        _ => format!(
+            "sched_setattr({runtime}/{period}) failed: {err} (bandwidth in use {in_use}; limit {limit})"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_config_features_and_dl_bw() {
+        let c = parse_config(
+            "CONFIG_HZ=250\nCONFIG_SCHED_HRTICK=y\n# CONFIG_IRQ_TIME_ACCOUNTING is not set\n",
+        );
+        assert_eq!(c.hz, Some(250));
+        assert_eq!(c.sched_hrtick, Some(true));
+        assert_eq!(c.irq_time_accounting, Some(false));
+        assert_eq!(
+            parse_features("GENTLE_FAIR_SLEEPERS NO_HRTICK HRTICK_DL WAKEUP_PREEMPTION"),
+            Hrtick::On {
+                feature: "HRTICK_DL".into()
+            }
+        );
+        assert_eq!(
+            parse_features("NO_HRTICK NO_HRTICK_DL"),
+            Hrtick::Off {
+                feature: "HRTICK_DL".into()
+            }
+        );
+        assert!(parse_features("NO_HRTICK").enforced_at_tick());
+        let d = "dl_rq[0]:\n  .dl_nr_running : 0\n  .dl_bw->bw : 996147\n  .dl_bw->total_bw : 104856\n\ndl_rq[1]:\n  .dl_bw->total_bw : 0\n";
+        let v = parse_dl_bw(d);
+        assert_eq!(v.len(), 2);
+        assert!((v[0].1 - 0.1).abs() < 1e-3);
+        assert_eq!(v[1], (1, 0.0));
+    }
+
+    #[test]
+    fn refusal_sentences_name_use_and_limit() {
+        let bw = Bandwidth {
+            limit_per_cpu_ratio: Some(0.95),
+            root_domain_in_use_ratio: vec![(1, 0.85)],
+            tasks_in_use_ratio: 0.8,
+            tasks: vec![],
+        };
+        let busy = std::io::Error::from_raw_os_error(libc::EBUSY);
+        let s = explain_refusal(&busy, Nanos::from_ms(4), Nanos::from_ms(20), 1, &bw);
+        assert!(
+            s.contains("20.0%") && s.contains("80.0%") && s.contains("95.0%"),
+            "{s}"
+        );
+        assert!(!s.contains("sched_rt_runtime_us=-1"));
+        let perm = std::io::Error::from_raw_os_error(libc::EPERM);
+        let s = explain_refusal(&perm, Nanos::from_ms(4), Nanos::from_ms(20), 1, &bw);
+        assert!(s.contains("CAP_SYS_NICE"), "{s}");
+    }
+}

@@ -1,0 +1,344 @@
+//! An exclusive cpuset partition holding one CPU for the run.
+//!
+//! A SCHED_DEADLINE thread cannot be pinned with `sched_setaffinity`: the
+//! kernel admits deadline bandwidth per *root domain* and refuses a task
+//! whose affinity is narrower than its root domain (EPERM/EBUSY). The way
+//! to run a deadline task on one CPU is to give that CPU its own root
+//! domain: a cgroup v2 partition (`cpuset.cpus.partition=root`), or on a
+//! cgroup v1 cpuset hierarchy an exclusive child cpuset with load balancing
+//! turned off at the top. Both are journaled before they are made and taken
+//! down on every exit path.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::journal::{Action, Journal};
+use crate::ReserveError;
+
+/// Which cpuset interface this machine offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CpusetFs {
+    V1(PathBuf),
+    V2(PathBuf),
+}
+
+/// Finds a usable cpuset controller: cgroup v2 with `cpuset` available at
+/// its root, else a mounted v1 cpuset hierarchy.
+pub fn find_cpuset_fs() -> Option<CpusetFs> {
+    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
+    parse_mounts(&mounts, |p| {
+        fs::read_to_string(p.join("cgroup.controllers"))
+            .map(|c| c.split_whitespace().any(|w| w == "cpuset"))
+            .unwrap_or(false)
+    })
+}
+
+fn parse_mounts(mounts: &str, v2_has_cpuset: impl Fn(&Path) -> bool) -> Option<CpusetFs> {
+    let mut v1 = None;
+    for line in mounts.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 4 {
+            continue;
+        }
+        let target = PathBuf::from(f[1]);
+        match f[2] {
+            "cgroup2" if v2_has_cpuset(&target) => return Some(CpusetFs::V2(target)),
+            "cgroup" if f[3].split(',').any(|o| o == "cpuset") && v1.is_none() => {
+                v1 = Some(CpusetFs::V1(target))
+            }
+            _ => {}
+        }
+    }
+    v1
+}
+
+/// Parses a kernel CPU list (`0-3,6`).
+pub fn parse_cpu_list(s: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+            v.extend(a..=b);
+        }
+    }
+    v
+}
+
+fn list(cpus: &[u32]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A CPU given its own root domain for the run.
+#[derive(Debug)]
+pub struct Partition {
+    pub cpu: u32,
+    path: PathBuf,
+    v2: bool,
+}
+
+fn io_err(what: &str, p: &Path, e: io::Error) -> ReserveError {
+    if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) {
+        ReserveError::Refused(format!(
+            "no write access to the cpuset controller ({}: {e}); --cpu needs root or write access to {}",
+            p.display(),
+            p.parent().unwrap_or(p).display()
+        ))
+    } else {
+        ReserveError::Failed(format!("{what} {}: {e}", p.display()))
+    }
+}
+
+fn write(p: &Path, v: &str) -> Result<(), ReserveError> {
+    fs::write(p, v).map_err(|e| io_err("cannot write", p, e))
+}
+
+fn read(p: &Path) -> Result<String, ReserveError> {
+    fs::read_to_string(p)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| io_err("cannot read", p, e))
+}
+
+impl Partition {
+    /// Creates the partition for `cpu`, journaling each step first.
+    pub fn create(journal: &mut Journal, cpu: u32) -> Result<Partition, ReserveError> {
+        let fsys = find_cpuset_fs().ok_or_else(|| {
+            ReserveError::Refused(
+                "--cpu needs the cpuset cgroup controller, and neither cgroup v2 nor a v1 cpuset hierarchy offers it here".into(),
+            )
+        })?;
+        let pid = std::process::id();
+        match fsys {
+            CpusetFs::V1(root) => {
+                let all = parse_cpu_list(&read(&root.join("cpuset.cpus"))?);
+                check_cpu(cpu, &all)?;
+                let mems = read(&root.join("cpuset.mems"))?;
+                let rest: Vec<u32> = all.iter().copied().filter(|c| *c != cpu).collect();
+                let rt = root.join(format!("punctual-rt-{pid}"));
+                let other = root.join(format!("punctual-rest-{pid}"));
+                journal
+                    .record(Action::Cgroup {
+                        path: rt.clone(),
+                        v2: false,
+                    })
+                    .map_err(|e| io_err("cannot journal", journal.path(), e))?;
+                fs::create_dir(&rt).map_err(|e| io_err("cannot create", &rt, e))?;
+                write(&rt.join("cpuset.cpus"), &cpu.to_string())?;
+                write(&rt.join("cpuset.mems"), &mems)?;
+                if let Err(e) = fs::write(rt.join("cpuset.cpu_exclusive"), "1") {
+                    return Err(ReserveError::Refused(format!(
+                        "CPU {cpu} cannot be made exclusive ({e}): another cpuset under {} already claims it exclusively; remove that cpuset or pick another --cpu",
+                        root.display()
+                    )));
+                }
+                journal
+                    .record(Action::Cgroup {
+                        path: other.clone(),
+                        v2: false,
+                    })
+                    .map_err(|e| io_err("cannot journal", journal.path(), e))?;
+                fs::create_dir(&other).map_err(|e| io_err("cannot create", &other, e))?;
+                write(&other.join("cpuset.cpus"), &list(&rest))?;
+                write(&other.join("cpuset.mems"), &mems)?;
+                let lb = root.join("cpuset.sched_load_balance");
+                let old = read(&lb)?;
+                journal
+                    .set_knob(&lb, "0", &old)
+                    .map_err(|e| io_err("cannot write", &lb, e))?;
+                Ok(Partition {
+                    cpu,
+                    path: rt,
+                    v2: false,
+                })
+            }
+            CpusetFs::V2(root) => {
+                let all = parse_cpu_list(&read(&root.join("cpuset.cpus.effective"))?);
+                check_cpu(cpu, &all)?;
+                let sub = root.join("cgroup.subtree_control");
+                if !read(&sub)?.split_whitespace().any(|w| w == "cpuset") {
+                    journal
+                        .set_knob(&sub, "+cpuset", "-cpuset")
+                        .map_err(|e| io_err("cannot write", &sub, e))?;
+                }
+                let cg = root.join(format!("punctual-rt-{pid}"));
+                journal
+                    .record(Action::Cgroup {
+                        path: cg.clone(),
+                        v2: true,
+                    })
+                    .map_err(|e| io_err("cannot journal", journal.path(), e))?;
+                fs::create_dir(&cg).map_err(|e| io_err("cannot create", &cg, e))?;
+                write(&cg.join("cpuset.cpus"), &cpu.to_string())?;
+                write(&cg.join("cpuset.cpus.partition"), "root")?;
+                let state = read(&cg.join("cpuset.cpus.partition"))?;
+                if state != "root" {
+                    return Err(ReserveError::Refused(format!(
+                        "the kernel did not make CPU {cpu} a partition root (cpuset.cpus.partition reads '{state}'); another cgroup may hold CPU {cpu}"
+                    )));
+                }
+                Ok(Partition {
+                    cpu,
+                    path: cg,
+                    v2: true,
+                })
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Moves a thread into the partition. On cgroup v2 threads of one
+    /// process share a cgroup, so the whole process of `tid` moves.
+    pub fn add_thread(&self, tid: i32) -> Result<(), ReserveError> {
+        if self.v2 {
+            let pid = tgid_of(tid).unwrap_or(tid);
+            write(&self.path.join("cgroup.procs"), &pid.to_string())
+        } else {
+            write(&self.path.join("tasks"), &tid.to_string())
+        }
+    }
+
+    /// The file a process writes "0" to in order to join the partition
+    /// itself (a forked child, before exec).
+    pub fn self_join_file(&self) -> PathBuf {
+        self.path
+            .join(if self.v2 { "cgroup.procs" } else { "tasks" })
+    }
+
+    /// Moves a whole process (and on v1 each of its threads) in.
+    pub fn add_process(&self, pid: i32) -> Result<(), ReserveError> {
+        if self.v2 {
+            write(&self.path.join("cgroup.procs"), &pid.to_string())
+        } else {
+            for t in threads_of(pid) {
+                self.add_thread(t)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn check_cpu(cpu: u32, all: &[u32]) -> Result<(), ReserveError> {
+    if !all.contains(&cpu) {
+        return Err(ReserveError::Refused(format!(
+            "--cpu {cpu} is not among the CPUs the cpuset controller offers ({})",
+            list(all)
+        )));
+    }
+    if all.len() < 2 {
+        return Err(ReserveError::Refused(format!(
+            "--cpu {cpu}: this machine has only one CPU, so it cannot be partitioned off; run without --cpu"
+        )));
+    }
+    Ok(())
+}
+
+fn tgid_of(tid: i32) -> Option<i32> {
+    let s = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn threads_of(pid: i32) -> Vec<i32> {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Returns a thread to SCHED_OTHER if it is still a deadline thread, so it
+/// can leave the partition (the kernel refuses to move deadline bandwidth
+/// between root domains that cannot take it).
+fn demote(tid: i32) {
+    if let Ok(a) = punctual_live::rt::sched_getattr(tid) {
+        if a.sched_policy == punctual_live::rt::SCHED_DEADLINE {
+            let other = punctual_live::rt::SchedAttr {
+                sched_policy: libc::SCHED_OTHER as u32,
+                ..Default::default()
+            };
+            let _ = punctual_live::rt::sched_setattr(tid, &other);
+        }
+    }
+}
+
+/// Empties and removes a cgroup made by a run (used by the journal).
+pub fn remove_cgroup(path: &Path, v2: bool) -> Result<(), String> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let (member_file, parent_file) = if v2 {
+        ("cgroup.procs", parent.join("cgroup.procs"))
+    } else {
+        ("tasks", parent.join("tasks"))
+    };
+    for attempt in 0..50 {
+        let members: Vec<i32> = fs::read_to_string(path.join(member_file))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        for m in &members {
+            if v2 {
+                for t in threads_of(*m) {
+                    demote(t);
+                }
+            } else {
+                demote(*m);
+            }
+            let _ = fs::write(&parent_file, m.to_string());
+        }
+        match fs::remove_dir(path) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                if attempt == 49 {
+                    return Err(format!("cannot remove {}: {e}", path.display()));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefers_v2_with_cpuset_else_v1() {
+        let m = "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n\
+                 cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n";
+        assert_eq!(
+            parse_mounts(m, |_| false),
+            Some(CpusetFs::V1("/sys/fs/cgroup/cpuset".into()))
+        );
+        assert_eq!(
+            parse_mounts(m, |_| true),
+            Some(CpusetFs::V2("/sys/fs/cgroup/unified".into()))
+        );
+        assert_eq!(parse_mounts("proc /proc proc rw 0 0\n", |_| true), None);
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6\n"), vec![0, 1, 2, 3, 6]);
+        assert_eq!(parse_cpu_list(""), Vec::<u32>::new());
+        assert!(check_cpu(3, &[0, 1])
+            .unwrap_err()
+            .to_string()
+            .contains("--cpu 3"));
+        assert!(check_cpu(0, &[0]).is_err());
+        assert!(check_cpu(1, &[0, 1]).is_ok());
+    }
+}

@@ -1,0 +1,929 @@
+//! One CPU's thread scheduler, driven by events and asked "who runs until
+//! when".
+//!
+//! The caller (simulator or live backend) owns time. It tells the
+//! scheduler what happened — a thread became runnable ([`Scheduler::on_release`]),
+//! blocked ([`Scheduler::on_block`]), took or released a lock, or the CPU was
+//! taken by interrupts, DPCs or the hypervisor ([`Scheduler::on_stolen`]) — and
+//! calls [`Scheduler::pick`] whenever it may switch threads, at the latest
+//! at the `until` of the previous [`Decision`]. The scheduler never reads a
+//! clock.
+//!
+//! Bands, highest first:
+//! 1. reservations with budget left (Rez, Rez-C, Rez-FB and the optional
+//!    time-sharing reservation), earliest server deadline first;
+//! 2. EDF threads, earliest absolute deadline first;
+//! 3. fixed-priority threads (time-sharing threads are priority 0), highest
+//!    effective priority first, round-robin among equals every `quantum`;
+//! 4. soft reservations whose budget is spent (they may use idle time).
+//!
+//! Hard reservations with no budget do not run until replenished.
+
+use punctual_units::Nanos;
+
+use crate::feedback::FeedbackController;
+
+pub type ThreadId = usize;
+pub type LockId = usize;
+
+/// How a reservation treats stolen time (seed 004 §11.5).
+#[derive(Clone, Debug, PartialEq)]
+pub enum RezKind {
+    /// Plain Rez: the budget is charged with wall time, stolen time included
+    /// (as the seeds' kernels did, since they could not see it).
+    Rez,
+    /// Rez-C: the budget is charged only with time actually received, so
+    /// the thread catches up after theft (bypassing admission).
+    RezC,
+    /// Rez-FB: charged like Rez, but the amount requested each period is
+    /// set by the feedback controller.
+    RezFb(FeedbackController),
+}
+
+impl RezKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            RezKind::Rez => "rez",
+            RezKind::RezC => "rez-c",
+            RezKind::RezFb(_) => "rez-fb",
+        }
+    }
+}
+
+/// "`amount` every `period`".
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reservation {
+    /// What is requested from the scheduler each period (after any static
+    /// over-reservation); Rez-FB starts here and then adjusts.
+    pub amount: Nanos,
+    pub period: Nanos,
+    /// What the application needs each period: a period is a hit when the
+    /// thread received at least this much. Usually equal to `amount`.
+    pub need: Nanos,
+    /// Start of the first period.
+    pub phase: Nanos,
+    pub kind: RezKind,
+    /// Hard: never more than the budget. Soft: may also use idle time.
+    pub hard: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Class {
+    /// Fixed priority, larger is more important (NT style: 1..31).
+    Fixed {
+        priority: u8,
+    },
+    /// Earliest deadline first; the deadline comes with each release.
+    Edf,
+    /// Time-sharing: priority 0, round-robin.
+    TimeShare,
+    Reserved(Reservation),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockProtocol {
+    /// Plain mutex: a low-priority holder can be preempted by a medium
+    /// thread while a high one waits (the media player's inversion).
+    None,
+    /// The holder runs at the highest priority of its waiters.
+    Inherit,
+    /// Immediate ceiling: the holder runs at the lock's ceiling from the
+    /// moment it takes the lock (seed 001's fix).
+    Ceiling(u8),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedConfig {
+    /// Round-robin slice among runnable threads of equal priority.
+    pub quantum: Nanos,
+    /// Largest total reserved utilization admission grants (seed 004: 0.85).
+    pub admission_cap: f64,
+    /// When false, reservations over the cap are accepted anyway (the
+    /// caller should warn).
+    pub admission: bool,
+    /// Optional reservation for the whole time-sharing class (seed 004
+    /// §11.7.1), soft: amount and period.
+    pub timeshare_reservation: Option<(Nanos, Nanos)>,
+}
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        SchedConfig {
+            quantum: Nanos::from_ms(20),
+            admission_cap: 0.85,
+            admission: true,
+            timeshare_reservation: None,
+        }
+    }
+}
+
+/// A reservation refused by admission control.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("reservation of {asked_fraction:.4} of the CPU refused: only {available_fraction:.4} is left under the admission cap of {cap}")]
+pub struct AdmissionError {
+    pub asked_fraction: f64,
+    pub available_fraction: f64,
+    pub cap: f64,
+}
+
+/// The scheduler's answer: run `thread` (or idle) until `until` at the
+/// latest, when the caller must call [`Scheduler::pick`] again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub thread: Option<ThreadId>,
+    pub until: Option<Nanos>,
+}
+
+/// One closed period of a reservation, as seed 004's test application
+/// records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeriodStat {
+    pub thread: ThreadId,
+    pub index: u64,
+    pub start: Nanos,
+    pub need: Nanos,
+    /// C_t: what the scheduler requested in this period.
+    pub requested: Nanos,
+    /// CPU time the thread really got (stolen time excluded).
+    pub received: Nanos,
+    /// Time stolen while the thread was the one scheduled.
+    pub stolen: Nanos,
+    pub hit: bool,
+}
+
+/// Stolen time as the scheduler is told about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StolenInterval {
+    pub start: Nanos,
+    pub len: Nanos,
+    /// Whether the kernel's stolen-time instrumentation saw it (seed 004
+    /// instrumented DPCs but not hardware interrupts). Invisible stolen time
+    /// still counts against `received` in the period statistics, because
+    /// the test application measures received time itself.
+    pub visible: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Server {
+    period: Nanos,
+    need: Nanos,
+    kind: RezKind,
+    hard: bool,
+    /// Requested amount for the current period (C_t).
+    requested: Nanos,
+    budget: Nanos,
+    /// End of the current period: the EDF deadline.
+    deadline: Nanos,
+    start: Nanos,
+    index: u64,
+    received: Nanos,
+    /// Received as the scheduler sees it: only visible theft subtracted.
+    known_received: Nanos,
+    stolen: Nanos,
+    /// Utilization admitted for it (for Rez-FB, the current request).
+    admitted_fraction: f64,
+}
+
+#[derive(Clone, Debug)]
+struct Thread {
+    class: Class,
+    runnable: bool,
+    /// FIFO order among equals: set on release and at the end of a slice.
+    ready_seq: u64,
+    deadline: Nanos,
+    server: Option<usize>,
+    held: Vec<LockId>,
+    waiting_on: Option<LockId>,
+}
+
+#[derive(Clone, Debug)]
+struct Lock {
+    protocol: LockProtocol,
+    holder: Option<ThreadId>,
+    waiters: Vec<ThreadId>,
+}
+
+/// Which band the current thread was picked in, for charging.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Charge {
+    None,
+    Server(usize),
+    Free,
+}
+
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    cfg: SchedConfig,
+    threads: Vec<Thread>,
+    locks: Vec<Lock>,
+    servers: Vec<Server>,
+    /// Index of the time-sharing class's server, when configured.
+    ts_server: Option<usize>,
+    current: Option<ThreadId>,
+    charge: Charge,
+    last: Nanos,
+    slice_start: Nanos,
+    seq: u64,
+    stolen_visible: Nanos,
+    stolen_all: Nanos,
+    closed: Vec<PeriodStat>,
+    reserved_fraction: f64,
+}
+
+impl Scheduler {
+    pub fn new(cfg: SchedConfig) -> Result<Self, AdmissionError> {
+        let mut s = Scheduler {
+            cfg,
+            threads: Vec::new(),
+            locks: Vec::new(),
+            servers: Vec::new(),
+            ts_server: None,
+            current: None,
+            charge: Charge::None,
+            last: Nanos::ZERO,
+            slice_start: Nanos::ZERO,
+            seq: 0,
+            stolen_visible: Nanos::ZERO,
+            stolen_all: Nanos::ZERO,
+            closed: Vec::new(),
+            reserved_fraction: 0.0,
+        };
+        if let Some((amount, period)) = s.cfg.timeshare_reservation {
+            let f = amount.0 as f64 / period.0.max(1) as f64;
+            s.admit(f)?;
+            s.servers.push(Server {
+                period,
+                need: amount,
+                kind: RezKind::Rez,
+                hard: false,
+                requested: amount,
+                budget: amount,
+                deadline: period,
+                start: Nanos::ZERO,
+                index: 0,
+                received: Nanos::ZERO,
+                known_received: Nanos::ZERO,
+                stolen: Nanos::ZERO,
+                admitted_fraction: f,
+            });
+            s.ts_server = Some(0);
+        }
+        Ok(s)
+    }
+
+    pub fn config(&self) -> &SchedConfig {
+        &self.cfg
+    }
+
+    /// Total utilization admitted so far (reservations' requests).
+    pub fn reserved_fraction(&self) -> f64 {
+        self.reserved_fraction
+    }
+
+    fn admit(&mut self, f: f64) -> Result<(), AdmissionError> {
+        let available = self.cfg.admission_cap - self.reserved_fraction;
+        if self.cfg.admission && f > available + 1e-12 {
+            return Err(AdmissionError {
+                asked_fraction: f,
+                available_fraction: available.max(0.0),
+                cap: self.cfg.admission_cap,
+            });
+        }
+        self.reserved_fraction += f;
+        Ok(())
+    }
+
+    /// Adds a thread, not yet runnable. Reservations go through admission
+    /// control (Rez-C's catch-up is outside it by design).
+    pub fn add_thread(&mut self, class: Class) -> Result<ThreadId, AdmissionError> {
+        let id = self.threads.len();
+        let mut server = None;
+        if let Class::Reserved(r) = &class {
+            let period = r.period.max(Nanos(1));
+            let requested = match &r.kind {
+                RezKind::RezFb(fb) => fb.request(),
+                _ => r.amount,
+            };
+            let f = requested.0 as f64 / period.0 as f64;
+            self.admit(f)?;
+            server = Some(self.servers.len());
+            self.servers.push(Server {
+                period,
+                need: r.need,
+                kind: r.kind.clone(),
+                hard: r.hard,
+                requested,
+                budget: requested,
+                deadline: r.phase + period,
+                start: r.phase,
+                index: 0,
+                received: Nanos::ZERO,
+                known_received: Nanos::ZERO,
+                stolen: Nanos::ZERO,
+                admitted_fraction: f,
+            });
+        }
+        self.threads.push(Thread {
+            class,
+            runnable: false,
+            ready_seq: 0,
+            deadline: Nanos::MAX,
+            server,
+            held: Vec::new(),
+            waiting_on: None,
+        });
+        Ok(id)
+    }
+
+    pub fn add_lock(&mut self, protocol: LockProtocol) -> LockId {
+        self.locks.push(Lock {
+            protocol,
+            holder: None,
+            waiters: Vec::new(),
+        });
+        self.locks.len() - 1
+    }
+
+    pub fn thread_count(&self) -> usize {
+        self.threads.len()
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// `t` becomes runnable at `now`; an EDF thread brings its absolute
+    /// deadline. Releasing a runnable thread only updates its deadline.
+    pub fn on_release(&mut self, _now: Nanos, t: ThreadId, deadline: Option<Nanos>) {
+        let Some(th) = self.threads.get(t) else {
+            return;
+        };
+        let was = th.runnable;
+        let seq = if was { th.ready_seq } else { self.next_seq() };
+        let th = &mut self.threads[t];
+        if let Some(d) = deadline {
+            th.deadline = d;
+        }
+        if th.waiting_on.is_none() {
+            th.runnable = true;
+        }
+        th.ready_seq = seq;
+    }
+
+    /// `t` finished its job or went to sleep.
+    pub fn on_block(&mut self, _now: Nanos, t: ThreadId) {
+        if let Some(th) = self.threads.get_mut(t) {
+            th.runnable = false;
+        }
+    }
+
+    pub fn is_runnable(&self, t: ThreadId) -> bool {
+        self.threads.get(t).is_some_and(|th| th.runnable)
+    }
+
+    /// Tries to take `l` for `t`. On `false` the thread is blocked until the
+    /// holder releases it and hands it over (then `t` holds the lock).
+    pub fn lock(&mut self, _now: Nanos, t: ThreadId, l: LockId) -> bool {
+        if t >= self.threads.len() || l >= self.locks.len() {
+            return false;
+        }
+        match self.locks[l].holder {
+            None => {
+                self.locks[l].holder = Some(t);
+                self.threads[t].held.push(l);
+                true
+            }
+            Some(h) if h == t => true,
+            Some(_) => {
+                self.locks[l].waiters.push(t);
+                self.threads[t].waiting_on = Some(l);
+                self.threads[t].runnable = false;
+                false
+            }
+        }
+    }
+
+    /// Releases `l`; the most important waiter (FIFO among equals) takes it
+    /// and becomes runnable. Returns that thread.
+    pub fn unlock(&mut self, _now: Nanos, t: ThreadId, l: LockId) -> Option<ThreadId> {
+        if l >= self.locks.len() || self.locks[l].holder != Some(t) {
+            return None;
+        }
+        self.threads[t].held.retain(|x| *x != l);
+        let waiters = std::mem::take(&mut self.locks[l].waiters);
+        let mut best: Option<(usize, i32)> = None;
+        for (i, w) in waiters.iter().enumerate() {
+            let p = self.effective_priority(*w, 0);
+            if best.is_none_or(|(_, bp)| p > bp) {
+                best = Some((i, p));
+            }
+        }
+        match best {
+            None => {
+                self.locks[l].holder = None;
+                None
+            }
+            Some((i, _)) => {
+                let mut rest = waiters;
+                let w = rest.remove(i);
+                self.locks[l].waiters = rest;
+                self.locks[l].holder = Some(w);
+                let seq = self.next_seq();
+                let th = &mut self.threads[w];
+                th.held.push(l);
+                th.waiting_on = None;
+                th.runnable = true;
+                th.ready_seq = seq;
+                Some(w)
+            }
+        }
+    }
+
+    /// Reports time taken from this CPU by interrupts, DPCs, bus stalls or
+    /// the hypervisor. Call it before the next [`Scheduler::pick`] (the
+    /// interval must lie after the previous pick).
+    pub fn on_stolen(&mut self, s: StolenInterval) {
+        self.stolen_all += s.len;
+        if s.visible {
+            self.stolen_visible += s.len;
+        }
+    }
+
+    fn base_priority(&self, t: ThreadId) -> i32 {
+        match self.threads[t].class {
+            Class::Fixed { priority } => priority as i32,
+            _ => 0,
+        }
+    }
+
+    /// Priority with inheritance and ceilings applied (depth-bounded so a
+    /// lock cycle in a scenario cannot hang the scheduler).
+    fn effective_priority(&self, t: ThreadId, depth: u32) -> i32 {
+        let mut p = self.base_priority(t);
+        if depth > 8 {
+            return p;
+        }
+        for &l in &self.threads[t].held {
+            let lock = &self.locks[l];
+            match lock.protocol {
+                LockProtocol::None => {}
+                LockProtocol::Ceiling(c) => p = p.max(c as i32),
+                LockProtocol::Inherit => {
+                    for &w in &lock.waiters {
+                        p = p.max(self.effective_priority(w, depth + 1));
+                    }
+                }
+            }
+        }
+        p
+    }
+
+    /// Charges the time since the last call to whoever ran, and closes any
+    /// reservation periods that ended by `now`.
+    fn advance(&mut self, now: Nanos) {
+        let elapsed = now.saturating_sub(self.last);
+        let all = self.stolen_all.min(elapsed);
+        let visible = self.stolen_visible.min(all);
+        self.stolen_all = Nanos::ZERO;
+        self.stolen_visible = Nanos::ZERO;
+        if now > self.last {
+            self.last = now;
+        }
+        let received = elapsed - all;
+        if let Charge::Server(s) = self.charge {
+            let srv = &mut self.servers[s];
+            let cost = match srv.kind {
+                RezKind::RezC => elapsed - visible,
+                _ => elapsed,
+            };
+            srv.budget = srv.budget.saturating_sub(cost);
+        }
+        if let Some(cur) = self.current {
+            if let Some(s) = self.threads[cur].server {
+                let srv = &mut self.servers[s];
+                srv.received += received;
+                srv.known_received += elapsed - visible;
+                srv.stolen += all;
+            }
+        }
+        self.roll_periods(now);
+    }
+
+    fn roll_periods(&mut self, now: Nanos) {
+        for s in 0..self.servers.len() {
+            while self.servers[s].deadline <= now {
+                let thread = self
+                    .threads
+                    .iter()
+                    .position(|t| t.server == Some(s))
+                    .unwrap_or(usize::MAX);
+                let other: f64 = self
+                    .servers
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != s)
+                    .map(|(_, x)| x.admitted_fraction)
+                    .sum();
+                let srv = &mut self.servers[s];
+                if Some(s) != self.ts_server {
+                    self.closed.push(PeriodStat {
+                        thread,
+                        index: srv.index,
+                        start: srv.start,
+                        need: srv.need,
+                        requested: srv.requested,
+                        received: srv.received,
+                        stolen: srv.stolen,
+                        hit: srv.received >= srv.need,
+                    });
+                }
+                // What the scheduler itself knows it delivered: for Rez-FB
+                // that is time charged minus the stolen time its
+                // instrumentation saw, i.e. received plus invisible theft.
+                let next = match &mut srv.kind {
+                    RezKind::RezFb(fb) => {
+                        let cap = self.cfg.admission_cap - other;
+                        let limit = if self.cfg.admission {
+                            Nanos((cap.max(0.0) * srv.period.0 as f64) as u64)
+                        } else {
+                            Nanos::MAX
+                        };
+                        fb.update(srv.known_received, limit)
+                    }
+                    _ => srv.requested,
+                };
+                srv.admitted_fraction = next.0 as f64 / srv.period.0 as f64;
+                srv.requested = next;
+                srv.budget = next;
+                srv.start = srv.deadline;
+                srv.deadline += srv.period;
+                srv.index += 1;
+                srv.received = Nanos::ZERO;
+                srv.known_received = Nanos::ZERO;
+                srv.stolen = Nanos::ZERO;
+            }
+        }
+        self.reserved_fraction = self.servers.iter().map(|s| s.admitted_fraction).sum();
+    }
+
+    /// Reservation periods closed since the last call, oldest first.
+    pub fn take_periods(&mut self) -> Vec<PeriodStat> {
+        std::mem::take(&mut self.closed)
+    }
+
+    /// True when there are closed periods waiting in [`Scheduler::take_periods`].
+    pub fn has_closed_periods(&self) -> bool {
+        !self.closed.is_empty()
+    }
+
+    /// Current request C_t of `t`'s reservation.
+    pub fn requested(&self, t: ThreadId) -> Option<Nanos> {
+        let s = self.threads.get(t)?.server?;
+        Some(self.servers[s].requested)
+    }
+
+    /// Chooses who runs from `now`, after charging the time since the last
+    /// call. Deterministic: ties go to the earliest-released thread.
+    pub fn pick(&mut self, now: Nanos) -> Decision {
+        self.advance(now);
+        let prev = self.current;
+
+        // Band 1: servers with budget, earliest deadline.
+        let mut best_srv: Option<(Nanos, u64, usize, ThreadId)> = None;
+        for (i, th) in self.threads.iter().enumerate() {
+            if !th.runnable {
+                continue;
+            }
+            if let Some(s) = th.server {
+                let srv = &self.servers[s];
+                if srv.budget > Nanos::ZERO && now >= srv.start {
+                    let key = (srv.deadline, th.ready_seq);
+                    if best_srv.is_none_or(|b| key < (b.0, b.1)) {
+                        best_srv = Some((srv.deadline, th.ready_seq, s, i));
+                    }
+                }
+            }
+        }
+        if let Some(ts) = self.ts_server {
+            let (budget, deadline) = (self.servers[ts].budget, self.servers[ts].deadline);
+            if budget > Nanos::ZERO && best_srv.is_none_or(|b| deadline < b.0) {
+                if let Some(t) = self.best_fixed(now, true) {
+                    best_srv = Some((deadline, 0, ts, t));
+                }
+            }
+        }
+
+        let (thread, charge) = if let Some((_, _, s, t)) = best_srv {
+            (Some(t), Charge::Server(s))
+        } else if let Some(t) = self.best_edf() {
+            (Some(t), Charge::Free)
+        } else if let Some(t) = self.best_fixed(now, false) {
+            (Some(t), Charge::Free)
+        } else if let Some(t) = self.best_soft() {
+            (Some(t), Charge::Free)
+        } else {
+            (None, Charge::None)
+        };
+
+        if thread != prev {
+            self.slice_start = now;
+        }
+        self.current = thread;
+        self.charge = charge;
+
+        // Next decision point: budget exhaustion, any period boundary, end
+        // of the slice when an equal is waiting.
+        let mut until: Option<Nanos> = None;
+        let mut at = |x: Nanos| {
+            until = Some(until.map_or(x, |u: Nanos| u.min(x)));
+        };
+        if let Charge::Server(s) = charge {
+            at(now + self.servers[s].budget);
+        }
+        for srv in &self.servers {
+            at(if now < srv.start {
+                srv.start
+            } else {
+                srv.deadline
+            });
+        }
+        if let (Some(t), Charge::Free) = (thread, charge) {
+            if matches!(
+                self.threads[t].class,
+                Class::Fixed { .. } | Class::TimeShare
+            ) && self.has_equal_waiting(t)
+            {
+                at(self.slice_start + self.cfg.quantum.max(Nanos(1)));
+            }
+        }
+        Decision { thread, until }
+    }
+
+    fn best_edf(&self) -> Option<ThreadId> {
+        let mut best: Option<(Nanos, u64, ThreadId)> = None;
+        for (i, th) in self.threads.iter().enumerate() {
+            if th.runnable && th.class == Class::Edf {
+                let key = (th.deadline, th.ready_seq);
+                if best.is_none_or(|b| key < (b.0, b.1)) {
+                    best = Some((th.deadline, th.ready_seq, i));
+                }
+            }
+        }
+        best.map(|b| b.2)
+    }
+
+    /// Highest effective priority among fixed and time-sharing threads; the
+    /// running thread keeps the CPU within its slice, then goes behind its
+    /// equals.
+    fn best_fixed(&mut self, now: Nanos, timeshare_only: bool) -> Option<ThreadId> {
+        let mut best: Option<(i32, u64, ThreadId)> = None;
+        let cur = self.current;
+        let expired = now >= self.slice_start + self.cfg.quantum.max(Nanos(1));
+        if let Some(c) = cur {
+            if expired && self.threads[c].runnable && self.has_equal_waiting(c) {
+                let seq = self.next_seq();
+                self.threads[c].ready_seq = seq;
+                self.slice_start = now;
+            }
+        }
+        for (i, th) in self.threads.iter().enumerate() {
+            if !th.runnable {
+                continue;
+            }
+            let ok = match th.class {
+                Class::TimeShare => true,
+                Class::Fixed { .. } => !timeshare_only,
+                _ => false,
+            };
+            if !ok {
+                continue;
+            }
+            let p = self.effective_priority(i, 0);
+            // The running thread is ahead of its equals within its slice.
+            let seq = if Some(i) == cur && !expired {
+                0
+            } else {
+                th.ready_seq
+            };
+            if best.is_none_or(|b| p > b.0 || (p == b.0 && seq < b.1)) {
+                best = Some((p, seq, i));
+            }
+        }
+        best.map(|b| b.2)
+    }
+
+    fn best_soft(&self) -> Option<ThreadId> {
+        let mut best: Option<(Nanos, u64, ThreadId)> = None;
+        for (i, th) in self.threads.iter().enumerate() {
+            if let (true, Some(s)) = (th.runnable, th.server) {
+                let srv = &self.servers[s];
+                if !srv.hard {
+                    let key = (srv.deadline, th.ready_seq);
+                    if best.is_none_or(|b| key < (b.0, b.1)) {
+                        best = Some((srv.deadline, th.ready_seq, i));
+                    }
+                }
+            }
+        }
+        best.map(|b| b.2)
+    }
+
+    fn has_equal_waiting(&self, t: ThreadId) -> bool {
+        let p = self.effective_priority(t, 0);
+        self.threads.iter().enumerate().any(|(i, th)| {
+            i != t
+                && th.runnable
+                && matches!(th.class, Class::Fixed { .. } | Class::TimeShare)
+                && self.effective_priority(i, 0) == p
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(x: u64) -> Nanos {
+        Nanos::from_ms(x)
+    }
+
+    #[test]
+    fn fixed_priority_preempts_and_round_robins() {
+        let mut s = Scheduler::new(SchedConfig {
+            quantum: ms(10),
+            ..Default::default()
+        })
+        .unwrap();
+        let lo = s.add_thread(Class::Fixed { priority: 5 }).unwrap();
+        let a = s.add_thread(Class::Fixed { priority: 9 }).unwrap();
+        let b = s.add_thread(Class::Fixed { priority: 9 }).unwrap();
+        s.on_release(ms(0), lo, None);
+        assert_eq!(s.pick(ms(0)).thread, Some(lo));
+        s.on_release(ms(1), a, None);
+        s.on_release(ms(1), b, None);
+        let d = s.pick(ms(1));
+        assert_eq!(d.thread, Some(a));
+        assert_eq!(d.until, Some(ms(11)));
+        assert_eq!(s.pick(ms(11)).thread, Some(b));
+        assert_eq!(s.pick(ms(21)).thread, Some(a));
+        s.on_block(ms(22), a);
+        s.on_block(ms(22), b);
+        assert_eq!(s.pick(ms(22)).thread, Some(lo));
+    }
+
+    #[test]
+    fn inheritance_and_ceiling_stop_the_inversion() {
+        for proto in [
+            LockProtocol::None,
+            LockProtocol::Inherit,
+            LockProtocol::Ceiling(24),
+        ] {
+            let mut s = Scheduler::new(SchedConfig::default()).unwrap();
+            let l = s.add_lock(proto);
+            let dec = s.add_thread(Class::Fixed { priority: 9 }).unwrap();
+            let busy = s.add_thread(Class::Fixed { priority: 15 }).unwrap();
+            let mix = s.add_thread(Class::Fixed { priority: 24 }).unwrap();
+            s.on_release(ms(0), dec, None);
+            assert_eq!(s.pick(ms(0)).thread, Some(dec));
+            assert!(s.lock(ms(0), dec, l));
+            s.on_release(ms(1), mix, None);
+            if let LockProtocol::Ceiling(_) = proto {
+                // At the ceiling the decoder is already at 24: the mixer,
+                // an equal, waits for the end of the critical section
+                // without ever blocking on the lock.
+                assert_eq!(s.pick(ms(1)).thread, Some(dec));
+                s.on_release(ms(1), busy, None);
+                assert_eq!(s.pick(ms(1)).thread, Some(dec));
+                assert_eq!(s.unlock(ms(2), dec, l), None);
+                assert_eq!(s.pick(ms(2)).thread, Some(mix));
+                continue;
+            }
+            assert_eq!(s.pick(ms(1)).thread, Some(mix));
+            assert!(!s.lock(ms(1), mix, l));
+            s.on_release(ms(1), busy, None);
+            let who = s.pick(ms(1)).thread;
+            match proto {
+                LockProtocol::None => assert_eq!(who, Some(busy)),
+                _ => assert_eq!(who, Some(dec), "{proto:?}"),
+            }
+            assert_eq!(s.unlock(ms(2), dec, l), Some(mix));
+            assert_eq!(s.pick(ms(2)).thread, Some(mix));
+        }
+    }
+
+    #[test]
+    fn edf_orders_by_deadline() {
+        let mut s = Scheduler::new(SchedConfig::default()).unwrap();
+        let a = s.add_thread(Class::Edf).unwrap();
+        let b = s.add_thread(Class::Edf).unwrap();
+        s.on_release(ms(0), a, Some(ms(12)));
+        s.on_release(ms(0), b, Some(ms(4)));
+        assert_eq!(s.pick(ms(0)).thread, Some(b));
+        s.on_block(ms(1), b);
+        assert_eq!(s.pick(ms(1)).thread, Some(a));
+    }
+
+    fn rez(kind: RezKind, hard: bool) -> Class {
+        Class::Reserved(Reservation {
+            amount: ms(4),
+            period: ms(20),
+            need: ms(4),
+            phase: Nanos::ZERO,
+            kind,
+            hard,
+        })
+    }
+
+    /// Runs a reserved busy thread beside a busy time-sharing thread for
+    /// `periods`, with 1 ms of visible theft in the first 4 ms of each period.
+    fn run_with_theft(kind: RezKind) -> Vec<PeriodStat> {
+        let mut s = Scheduler::new(SchedConfig::default()).unwrap();
+        let r = s.add_thread(rez(kind, true)).unwrap();
+        let ts = s.add_thread(Class::TimeShare).unwrap();
+        s.on_release(Nanos::ZERO, r, None);
+        s.on_release(Nanos::ZERO, ts, None);
+        let mut now = Nanos::ZERO;
+        let end = ms(200);
+        while now < end {
+            let d = s.pick(now);
+            let until = d.until.unwrap_or(end).min(end);
+            // Theft: whenever the reserved thread runs inside [p, p+1ms)
+            // of a period, that part is stolen.
+            if d.thread == Some(r) {
+                let p0 = Nanos(now.0 / ms(20).0 * ms(20).0);
+                let a = now.max(p0);
+                let b = until.min(p0 + ms(1));
+                if b > a {
+                    s.on_stolen(StolenInterval {
+                        start: a,
+                        len: b - a,
+                        visible: true,
+                    });
+                }
+            }
+            now = until;
+        }
+        s.pick(now);
+        s.take_periods()
+    }
+
+    #[test]
+    fn rez_misses_under_theft_rez_c_catches_up_rez_fb_converges() {
+        let p = run_with_theft(RezKind::Rez);
+        assert_eq!(p.len(), 10);
+        assert!(p.iter().all(|x| !x.hit && x.received == ms(3)), "{p:?}");
+        let p = run_with_theft(RezKind::RezC);
+        assert!(p.iter().all(|x| x.hit && x.received == ms(4)), "{p:?}");
+        let p = run_with_theft(RezKind::RezFb(FeedbackController::new(
+            ms(4),
+            0.5,
+            Nanos::ZERO,
+            ms(17),
+        )));
+        // The integral controller halves the shortfall every period (G =
+        // 0.5): 1 ms, 0.5 ms, … so after 10 periods it is under 2 µs.
+        assert!(!p[0].hit);
+        let last = p.last().unwrap();
+        assert!(ms(4) - last.received < Nanos::from_us(2), "{p:?}");
+        assert!(last.requested > Nanos::from_us(4_990));
+    }
+
+    #[test]
+    fn admission_refuses_over_the_cap() {
+        let mut s = Scheduler::new(SchedConfig::default()).unwrap();
+        for _ in 0..4 {
+            s.add_thread(rez(RezKind::Rez, true)).unwrap();
+        }
+        let e = s.add_thread(rez(RezKind::Rez, true)).unwrap_err();
+        assert!((e.available_fraction - 0.05).abs() < 1e-9, "{e}");
+        let mut s = Scheduler::new(SchedConfig {
+            timeshare_reservation: Some((ms(7), ms(50))),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!((s.reserved_fraction() - 0.14).abs() < 1e-9);
+        for _ in 0..3 {
+            s.add_thread(rez(RezKind::Rez, true)).unwrap();
+        }
+        assert!(s.add_thread(rez(RezKind::Rez, true)).is_err());
+    }
+
+    #[test]
+    fn timeshare_reservation_keeps_the_ui_alive() {
+        let mut s = Scheduler::new(SchedConfig {
+            timeshare_reservation: Some((ms(7), ms(50))),
+            admission_cap: 1.0,
+            ..Default::default()
+        })
+        .unwrap();
+        let hog = s.add_thread(Class::Fixed { priority: 20 }).unwrap();
+        let ui = s.add_thread(Class::TimeShare).unwrap();
+        s.on_release(Nanos::ZERO, hog, None);
+        s.on_release(Nanos::ZERO, ui, None);
+        let d = s.pick(Nanos::ZERO);
+        assert_eq!(d.thread, Some(ui));
+        assert_eq!(d.until, Some(ms(7)));
+        assert_eq!(s.pick(ms(7)).thread, Some(hog));
+    }
+}

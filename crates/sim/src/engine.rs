@@ -1,0 +1,1932 @@
+//! The event loop and the machine model.
+//!
+//! Time only moves by popping the event queue, keyed by (time, sequence)
+//! so that events at the same instant run in the order they were made.
+//! Each CPU is a small state machine with three levels, highest first:
+//! a bus stall or hypervisor steal (nothing runs, not even the clock
+//! interrupt), bottom-half work (interrupts and DPCs, FIFO, seed 000 §2:
+//! "all queued DPCs are executed … just prior to starting the selected
+//! thread"), and the thread the scheduler core picked. Whenever the state of
+//! a CPU may change, [`Sim::cpu_update`] accounts progress since the last
+//! change, completes what finished, asks the scheduler, and arms one wake
+//! event for the next change.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use punctual_record::{Metric, Recorder, Timeline};
+use punctual_sched::{
+    Class, FeedbackController, LockId, LockProtocol, PeriodStat, Reservation, RezKind, SchedConfig,
+    Scheduler, StolenInterval,
+};
+use punctual_units::Nanos;
+
+use crate::rng::Rng;
+use crate::scenario::{index_by_name, Dist, Scenario, ScenarioError, MAX_DURATION};
+
+/// The seed used when neither the scenario nor the command line gives one.
+pub const DEFAULT_SEED: u64 = 0x5EED_0000_0001;
+
+/// How long a run is when the scenario does not say.
+pub const DEFAULT_DURATION: Nanos = Nanos::from_secs(10);
+
+/// Stored periods in the record; later ones only count in the summary.
+pub const MAX_PERIODS: usize = 10_000;
+
+/// Spikes kept in the record.
+pub const MAX_SPIKES: usize = 1_000;
+
+/// Releases queued behind a running job before further ones count as lost.
+const MAX_BACKLOG: usize = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    Dpc,
+    Irq,
+    Stall,
+    Steal,
+}
+
+impl Level {
+    fn kind(self) -> &'static str {
+        match self {
+            Level::Dpc => "dpc",
+            Level::Irq => "irq",
+            Level::Stall => "bus",
+            Level::Steal => "hypervisor",
+        }
+    }
+    fn visible(self) -> bool {
+        self == Level::Dpc
+    }
+}
+
+/// A named source of stolen time and what it took.
+#[derive(Clone, Debug)]
+pub struct SourceStats {
+    pub cpu: u32,
+    pub kind: String,
+    pub name: String,
+    pub count: u64,
+    pub total: Nanos,
+    pub max: Nanos,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    None,
+    Release { task: usize, nominal: Nanos },
+}
+
+#[derive(Clone, Debug)]
+struct BhItem {
+    remaining: Nanos,
+    len: Nanos,
+    src: usize,
+    visible: bool,
+    action: Action,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TaskKind {
+    Periodic,
+    Timer,
+    Background,
+    Drainer,
+    Sleeper,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seg {
+    Compute(Nanos),
+    Lock(LockId),
+    Unlock(LockId),
+}
+
+/// Per-task results the record and sweeps are built from.
+#[derive(Clone, Debug)]
+pub struct TaskStats {
+    pub name: String,
+    pub cpu: u32,
+    pub period: Option<Nanos>,
+    pub latency: Recorder,
+    pub interval: Recorder,
+    pub response: Recorder,
+    pub jobs: u64,
+    pub releases: u64,
+    pub deadline_misses: u64,
+    pub preemptions: u64,
+    pub backlog_lost: u64,
+    pub reserved: bool,
+    pub rez_kind: Option<String>,
+    pub need: Option<Nanos>,
+}
+
+struct Task {
+    kind: TaskKind,
+    cpu: usize,
+    tid: usize,
+    period: Option<Nanos>,
+    phase: Nanos,
+    sleep: Option<Dist>,
+    exec: Dist,
+    deadline: Option<Nanos>,
+    critical: Option<(LockId, Nanos, Dist)>,
+    stop: Option<Nanos>,
+    edf: bool,
+    drains: Vec<usize>,
+    rng: Rng,
+    active: bool,
+    started: bool,
+    segs: [Seg; 5],
+    nseg: usize,
+    seg: usize,
+    job_release: Nanos,
+    job_deadline: Option<Nanos>,
+    backlog: VecDeque<Nanos>,
+    last_start: Option<Nanos>,
+    stats: TaskStats,
+    spike_threshold: Nanos,
+}
+
+struct Timer {
+    cpu: usize,
+    period: Nanos,
+    rounding: bool,
+    task: usize,
+    src: usize,
+    dpc_cost: Nanos,
+    /// Next time the timer should fire by its own books (T_next).
+    next: Nanos,
+    /// When the kernel timer it armed expires.
+    due: Nanos,
+}
+
+enum NoiseKind {
+    Periodic {
+        period: Nanos,
+        jitter: Nanos,
+    },
+    Poisson {
+        rate: f64,
+    },
+    Bursty {
+        rate: f64,
+        on: Nanos,
+        off: Nanos,
+        on_until: Nanos,
+    },
+}
+
+struct Noise {
+    cpu: usize,
+    src: usize,
+    level: Level,
+    kind: NoiseKind,
+    duration: Dist,
+    phase: Nanos,
+    k: u64,
+    stop: Option<Nanos>,
+    rng: Rng,
+}
+
+/// What a stream of packets did.
+#[derive(Clone, Debug, Default)]
+pub struct StreamStats {
+    pub name: String,
+    pub arrived: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub max_fill: u64,
+    pub capacity: u64,
+    pub paused_ns: Nanos,
+}
+
+struct Stream {
+    cpu: usize,
+    interval: Nanos,
+    poisson: bool,
+    capacity: u64,
+    flow_control: bool,
+    drainer: usize,
+    irq: (usize, Nanos),
+    dpc: (usize, Nanos),
+    stop: Option<Nanos>,
+    fill: u64,
+    paused_since: Option<Nanos>,
+    rng: Rng,
+    stats: StreamStats,
+}
+
+/// Per-CPU stolen-time accounting.
+#[derive(Clone, Debug)]
+pub struct CpuStolen {
+    pub total: Nanos,
+    pub intervals: u64,
+    pub max: Nanos,
+    pub timeline: Timeline,
+}
+
+struct Cpu {
+    sched: Scheduler,
+    thread_task: Vec<usize>,
+    bh: VecDeque<BhItem>,
+    stall_until: Nanos,
+    stall_src: usize,
+    running: Option<usize>,
+    since: Nanos,
+    until: Option<Nanos>,
+    need_pick: bool,
+    gen: u64,
+    armed: Option<Nanos>,
+    tick_pending: bool,
+    steal_start: Option<Nanos>,
+    steal_vis: Nanos,
+    steal_invis: Nanos,
+    stolen: CpuStolen,
+    slice_start: Nanos,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum EvKind {
+    End,
+    Tick { cpu: u32, k: u64 },
+    TimerDue { timer: u32 },
+    Release { task: u32, nominal: Nanos },
+    Noise { idx: u32 },
+    Stream { idx: u32 },
+    Wake { cpu: u32, gen: u64 },
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Ev {
+    t: Nanos,
+    seq: u64,
+    kind: EvKind,
+}
+
+/// One slice of a Chrome/Perfetto trace.
+#[derive(Clone, Debug)]
+pub struct TraceSlice {
+    pub cpu: u32,
+    /// 0 for the interrupt/DPC track, task index + 1 for threads.
+    pub track: u32,
+    pub name: String,
+    pub start: Nanos,
+    pub dur: Nanos,
+}
+
+/// Options of one run that are not part of the scenario.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub seed: Option<u64>,
+    pub duration: Option<Nanos>,
+    /// Collect trace slices, at most this many.
+    pub trace_cap: Option<usize>,
+}
+
+/// Everything a run produced.
+pub struct Outcome {
+    pub seed: u64,
+    pub duration: Nanos,
+    pub ended_at: Nanos,
+    pub interrupted: bool,
+    pub events: u64,
+    pub picks: u64,
+    pub tasks: Vec<TaskStats>,
+    pub sources: Vec<SourceStats>,
+    pub cpus: Vec<CpuStolen>,
+    pub periods: Vec<(String, PeriodStat)>,
+    pub periods_dropped: u64,
+    pub period_totals: Vec<PeriodTotals>,
+    pub streams: Vec<StreamStats>,
+    pub spikes: Vec<(Nanos, u32, String, Nanos)>,
+    pub spikes_dropped: u64,
+    pub trace: Vec<TraceSlice>,
+    pub trace_dropped: u64,
+    pub warnings: Vec<String>,
+    pub clock: String,
+}
+
+/// Totals per reserved task.
+#[derive(Clone, Debug, Default)]
+pub struct PeriodTotals {
+    pub task: String,
+    pub kind: String,
+    pub periods: u64,
+    pub misses: u64,
+    pub need: Nanos,
+    pub received: Nanos,
+    pub stolen: Nanos,
+    pub requested: Nanos,
+}
+
+pub struct Sim {
+    now: Nanos,
+    seq: u64,
+    heap: BinaryHeap<Reverse<Ev>>,
+    cpus: Vec<Cpu>,
+    tasks: Vec<Task>,
+    timers: Vec<Timer>,
+    noises: Vec<Noise>,
+    streams: Vec<Stream>,
+    sources: Vec<SourceStats>,
+    tick_ps: Option<u128>,
+    clock_cost: Nanos,
+    clock_src: usize,
+    oneshot: bool,
+    end: Nanos,
+    seed: u64,
+    events: u64,
+    picks: u64,
+    periods: Vec<(String, PeriodStat)>,
+    periods_dropped: u64,
+    period_totals: Vec<PeriodTotals>,
+    spikes: Vec<(Nanos, u32, String, Nanos)>,
+    spikes_dropped: u64,
+    trace: Option<Vec<TraceSlice>>,
+    trace_cap: usize,
+    trace_dropped: u64,
+    warnings: Vec<String>,
+    clock_desc: String,
+}
+
+fn sample(d: &Dist, rng: &mut Rng) -> Nanos {
+    match d {
+        Dist::Const(x) => *x,
+        Dist::Uniform(a, b) => Nanos(rng.range(a.0, b.0)),
+        Dist::Exp(m) => {
+            let u = rng.unit();
+            let v = -(1.0 - u).ln() * m.0 as f64;
+            Nanos((v.min(m.0 as f64 * 20.0)) as u64)
+        }
+        Dist::Choice(v) => v[rng.range(0, v.len() as u64 - 1) as usize],
+    }
+}
+
+fn exp_interval(rate: f64, rng: &mut Rng) -> Nanos {
+    let mean = 1e9 / rate;
+    let u = rng.unit();
+    Nanos((-(1.0 - u).ln() * mean).max(1.0) as u64)
+}
+
+impl Sim {
+    /// Builds the machine from a scenario, checking every cross-reference.
+    pub fn new(scn: &Scenario, opts: &RunOptions) -> Result<Sim, ScenarioError> {
+        let f = &scn.spec;
+        let seed = opts.seed.or(f.sim.seed).unwrap_or(DEFAULT_SEED);
+        let end = opts
+            .duration
+            .or(f.sim.duration.map(|d| d.0))
+            .unwrap_or(DEFAULT_DURATION);
+        if end.is_zero() || end > MAX_DURATION {
+            return Err(scn.error("sim.duration must be greater than zero and at most 100 years"));
+        }
+        let ncpu = f.sim.cpus;
+        if ncpu == 0 || ncpu > 256 {
+            return Err(scn.error(format!("sim.cpus = {ncpu}: must be 1 to 256")));
+        }
+        let cap = f.sim.admission_cap.unwrap_or(0.85);
+        if !(cap > 0.0 && cap <= 1.0) {
+            return Err(scn.error(format!("sim.admission_cap = {cap}: must be in (0, 1]")));
+        }
+        let ts_rez = match &f.sim.timeshare_reservation {
+            None => None,
+            Some(s) => {
+                let (a, b) = s.split_once('/').ok_or_else(|| {
+                    scn.error(format!(
+                        "sim.timeshare_reservation '{s}' must look like 7ms/50ms"
+                    ))
+                })?;
+                let pa = punctual_units::parse_duration(a);
+                let pb = punctual_units::parse_duration(b);
+                match (pa, pb) {
+                    (Ok(a), Ok(b)) if !b.is_zero() && a <= b && !a.is_zero() => Some((a, b)),
+                    _ => {
+                        return Err(scn.error(format!(
+                            "sim.timeshare_reservation '{s}' must be amount/period with 0 < amount ≤ period"
+                        )))
+                    }
+                }
+            }
+        };
+        let cfg = SchedConfig {
+            quantum: f.sim.quantum.map(|d| d.0).unwrap_or(Nanos::from_ms(20)),
+            admission_cap: cap,
+            admission: f.sim.admission,
+            timeshare_reservation: ts_rez,
+        };
+        if cfg.quantum.is_zero() {
+            return Err(scn.error("sim.quantum must be greater than zero"));
+        }
+        let mut cpus = Vec::new();
+        for _ in 0..ncpu {
+            let sched = Scheduler::new(cfg.clone())
+                .map_err(|e| scn.error(format!("sim.timeshare_reservation: {e}")))?;
+            let bin = Nanos((end.0 / 1000).max(Nanos::from_ms(1).0));
+            cpus.push(Cpu {
+                sched,
+                thread_task: Vec::new(),
+                bh: VecDeque::new(),
+                stall_until: Nanos::ZERO,
+                stall_src: 0,
+                running: None,
+                since: Nanos::ZERO,
+                until: None,
+                need_pick: true,
+                gen: 0,
+                armed: None,
+                tick_pending: false,
+                steal_start: None,
+                steal_vis: Nanos::ZERO,
+                steal_invis: Nanos::ZERO,
+                stolen: CpuStolen {
+                    total: Nanos::ZERO,
+                    intervals: 0,
+                    max: Nanos::ZERO,
+                    timeline: Timeline::new(bin),
+                },
+                slice_start: Nanos::ZERO,
+            });
+        }
+        let mut sim = Sim {
+            now: Nanos::ZERO,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            cpus,
+            tasks: Vec::new(),
+            timers: Vec::new(),
+            noises: Vec::new(),
+            streams: Vec::new(),
+            sources: Vec::new(),
+            tick_ps: None,
+            clock_cost: Nanos::ZERO,
+            clock_src: 0,
+            oneshot: true,
+            end,
+            seed,
+            events: 0,
+            picks: 0,
+            periods: Vec::new(),
+            periods_dropped: 0,
+            period_totals: Vec::new(),
+            spikes: Vec::new(),
+            spikes_dropped: 0,
+            trace: opts.trace_cap.map(|_| Vec::new()),
+            trace_cap: opts.trace_cap.unwrap_or(0),
+            trace_dropped: 0,
+            warnings: Vec::new(),
+            clock_desc: String::new(),
+        };
+        let spike_threshold = f
+            .sim
+            .spike_threshold
+            .map(|d| d.0)
+            .unwrap_or(Nanos::from_ms(1));
+        let check_cpu = |cpu: u32, span: std::ops::Range<usize>, what: &str| {
+            if cpu >= ncpu {
+                Err(scn.error_at(
+                    span,
+                    format!("{what}: cpu {cpu} does not exist (sim.cpus = {ncpu})"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+
+        // Clock.
+        let ck = f.clock.kind.as_ref().map(|k| k.get_ref().as_str());
+        match ck {
+            None | Some("tick") if f.clock.period.is_some() || f.clock.hz.is_some() => {
+                let ps = match (f.clock.period, f.clock.hz) {
+                    (Some(p), None) => p.0,
+                    (None, Some(hz)) if hz > 0 && hz <= 1_000_000 => {
+                        1_000_000_000_000u128 / hz as u128
+                    }
+                    _ => {
+                        return Err(
+                            scn.error("clock: give exactly one of period or hz (1 to 1000000)")
+                        )
+                    }
+                };
+                if ps < 1_000_000 {
+                    return Err(scn.error("clock.period must be at least 1us"));
+                }
+                sim.tick_ps = Some(ps);
+                sim.oneshot = false;
+                sim.clock_desc = format!("tick {} ps", ps);
+            }
+            None | Some("oneshot") => {
+                if ck == Some("oneshot") && (f.clock.period.is_some() || f.clock.hz.is_some()) {
+                    return Err(scn.error("clock: a oneshot clock has no period or hz"));
+                }
+                sim.clock_desc = "oneshot".into();
+            }
+            Some(other) => {
+                let sp = f.clock.kind.as_ref().map(|k| k.span()).unwrap_or(0..0);
+                return Err(scn.error_at(sp, format!("clock.kind '{other}': use tick or oneshot")));
+            }
+        }
+        sim.clock_cost = f.clock.cost.map(|d| d.0).unwrap_or(Nanos::ZERO);
+
+        // Locks.
+        let lock_names = index_by_name(&f.lock, |l| l.name.get_ref());
+        if lock_names.len() != f.lock.len() {
+            return Err(scn.error("two [[lock]] entries share a name"));
+        }
+        // Locks live per CPU: remember each one's CPU from its first user.
+        let mut lock_cpu: Vec<Option<(usize, LockId)>> = vec![None; f.lock.len()];
+        for l in &f.lock {
+            match l.protocol.get_ref().as_str() {
+                "none" | "inherit" => {}
+                "ceiling" if l.ceiling.is_some() => {}
+                "ceiling" => {
+                    return Err(scn.error_at(
+                        l.name.span(),
+                        format!(
+                            "lock '{}': protocol ceiling needs a ceiling priority",
+                            l.name.get_ref()
+                        ),
+                    ))
+                }
+                p => {
+                    return Err(scn.error_at(
+                        l.protocol.span(),
+                        format!(
+                            "lock '{}': protocol '{p}' (use none, inherit or ceiling)",
+                            l.name.get_ref()
+                        ),
+                    ))
+                }
+            }
+        }
+
+        // Tasks.
+        let task_names = index_by_name(&f.task, |t| t.name.get_ref());
+        if task_names.len() != f.task.len() {
+            return Err(scn.error("two [[task]] entries share a name"));
+        }
+        for (i, t) in f.task.iter().enumerate() {
+            let name = t.name.get_ref().clone();
+            let at = |m: String| scn.error_at(t.name.span(), format!("task '{name}': {m}"));
+            check_cpu(t.cpu, t.name.span(), &format!("task '{name}'"))?;
+            let kind = match t.kind.get_ref().as_str() {
+                "periodic" => TaskKind::Periodic,
+                "timer" => TaskKind::Timer,
+                "background" => TaskKind::Background,
+                "drainer" => TaskKind::Drainer,
+                "sleeper" => TaskKind::Sleeper,
+                k => {
+                    return Err(scn.error_at(
+                        t.kind.span(),
+                        format!("task '{name}': kind '{k}' (use periodic, timer, background, drainer or sleeper)"),
+                    ))
+                }
+            };
+            if kind == TaskKind::Periodic && t.period.is_none_or(|p| p.0.is_zero()) {
+                return Err(at("a periodic task needs a period greater than zero".into()));
+            }
+            if kind == TaskKind::Sleeper && t.sleep.is_none() {
+                return Err(at("a sleeper task needs sleep".into()));
+            }
+            if t.buffers.is_some_and(|b| b < 2) {
+                return Err(at(
+                    "buffers must be at least 2 (one being filled, one played)".into(),
+                ));
+            }
+            if t.buffers.is_some() && t.period.is_none() {
+                return Err(at(
+                    "buffers needs a period (the length of one buffer)".into()
+                ));
+            }
+            let class_name = t.class.as_ref().map(|c| c.get_ref().as_str());
+            let class = if let Some(r) = &t.reserve {
+                if t.priority.is_some() || class_name.is_some() {
+                    return Err(at("a reserved task has no priority or class".into()));
+                }
+                if r.period.0.is_zero() || r.amount.0.is_zero() || r.amount.0 > r.period.0 {
+                    return Err(at("reserve needs 0 < amount ≤ period".into()));
+                }
+                if !(r.over > -1.0 && r.over.is_finite()) {
+                    return Err(at(format!("reserve.over = {} must be above -1", r.over)));
+                }
+                let amount =
+                    Nanos(((r.amount.0 .0 as f64) * (1.0 + r.over)).round() as u64).min(r.period.0);
+                let kname = r
+                    .kind
+                    .as_ref()
+                    .map(|k| k.get_ref().as_str())
+                    .unwrap_or("rez");
+                let rk = match kname {
+                    "rez" => RezKind::Rez,
+                    "rez-c" => RezKind::RezC,
+                    "rez-fb" => {
+                        let g = r.gain.unwrap_or(0.5);
+                        if !(g > 0.0 && g <= 2.0) {
+                            return Err(at(format!("reserve.gain = {g} must be in (0, 2]")));
+                        }
+                        let min = r.min.map(|d| d.0).unwrap_or(Nanos::ZERO);
+                        let max = r.max.map(|d| d.0).unwrap_or(r.period.0);
+                        RezKind::RezFb(FeedbackController::new(amount, g, min, max))
+                    }
+                    k => {
+                        let sp = r.kind.as_ref().map(|x| x.span()).unwrap_or(t.name.span());
+                        return Err(scn.error_at(
+                            sp,
+                            format!("task '{name}': reserve.kind '{k}' (use rez, rez-c or rez-fb)"),
+                        ));
+                    }
+                };
+                Class::Reserved(Reservation {
+                    amount,
+                    period: r.period.0,
+                    need: r.amount.0,
+                    phase: t.phase.0,
+                    kind: rk,
+                    hard: r.hard,
+                })
+            } else {
+                match (class_name, t.priority) {
+                    (Some("edf"), None) => Class::Edf,
+                    (Some("timeshare"), None) => Class::TimeShare,
+                    (Some("fixed") | None, Some(p)) if (1..=31).contains(&p) => {
+                        Class::Fixed { priority: p }
+                    }
+                    (None, None) => Class::TimeShare,
+                    (Some("fixed") | None, Some(p)) => {
+                        return Err(at(format!("priority {p} is outside 1..31")))
+                    }
+                    (Some(c), _) => {
+                        return Err(at(format!(
+                            "class '{c}' (use fixed with a priority, edf, or timeshare without one)"
+                        )))
+                    }
+                }
+            };
+            let edf = class == Class::Edf;
+            let reserved = matches!(class, Class::Reserved(_));
+            let rez_kind = match &class {
+                Class::Reserved(r) => Some(r.kind.name().to_string()),
+                _ => None,
+            };
+            let need = match &class {
+                Class::Reserved(r) => Some(r.need),
+                _ => None,
+            };
+            let cpu = t.cpu as usize;
+            let tid = sim.cpus[cpu].sched.add_thread(class).map_err(|e| {
+                at(format!(
+                    "{e} (set sim.admission = false to simulate it anyway)"
+                ))
+            })?;
+            if !f.sim.admission && sim.cpus[cpu].sched.reserved_fraction() > cap + 1e-12 && reserved
+            {
+                sim.warnings.push(format!(
+                    "cpu {cpu}: reservations total {:.3} of the CPU, over the admission cap {cap} (admission is off)",
+                    sim.cpus[cpu].sched.reserved_fraction()
+                ));
+            }
+            sim.cpus[cpu].thread_task.push(i);
+            let critical = match &t.critical {
+                None => None,
+                Some(c) => {
+                    let lname = c.lock.get_ref();
+                    let Some(&li) = lock_names.get(lname) else {
+                        return Err(scn.error_at(
+                            c.lock.span(),
+                            format!("task '{name}': no [[lock]] named '{lname}'"),
+                        ));
+                    };
+                    let Some(hold) = c.hold.clone() else {
+                        return Err(scn.error_at(
+                            c.lock.span(),
+                            format!("task '{name}': lock '{lname}' is never released (critical.hold is missing)"),
+                        ));
+                    };
+                    let id = match lock_cpu[li] {
+                        Some((lc, id)) if lc == cpu => id,
+                        Some((lc, _)) => {
+                            return Err(scn.error_at(
+                                c.lock.span(),
+                                format!("task '{name}': lock '{lname}' is used on cpu {lc} and cpu {cpu}; locks are per CPU here"),
+                            ))
+                        }
+                        None => {
+                            let ls = &f.lock[li];
+                            let proto = match ls.protocol.get_ref().as_str() {
+                                "inherit" => LockProtocol::Inherit,
+                                "ceiling" => LockProtocol::Ceiling(ls.ceiling.unwrap_or(31)),
+                                _ => LockProtocol::None,
+                            };
+                            let id = sim.cpus[cpu].sched.add_lock(proto);
+                            lock_cpu[li] = Some((cpu, id));
+                            id
+                        }
+                    };
+                    Some((id, c.at.0, hold))
+                }
+            };
+            let exec = t.exec.clone().unwrap_or(Dist::Const(Nanos::from_us(10)));
+            if kind == TaskKind::Background && (t.exec.is_some() || t.period.is_some()) {
+                return Err(at(
+                    "a background task is always busy: no exec or period".into()
+                ));
+            }
+            let deadline = match (t.deadline, t.buffers, t.period) {
+                (Some(d), _, _) => Some(d.0),
+                (None, Some(n), Some(p)) => Some(Nanos(
+                    p.0 .0.saturating_mul(n as u64 - 1).min(MAX_DURATION.0),
+                )),
+                (None, None, Some(p)) if kind == TaskKind::Periodic => Some(p.0),
+                _ => None,
+            };
+            let period = t.period.map(|p| p.0);
+            sim.tasks.push(Task {
+                kind,
+                cpu,
+                tid,
+                period,
+                phase: t.phase.0,
+                sleep: t.sleep.clone(),
+                exec,
+                deadline,
+                critical,
+                stop: t.stop.map(|d| d.0),
+                edf,
+                drains: Vec::new(),
+                rng: Rng::new(seed, 1_000 + i as u64),
+                active: false,
+                started: false,
+                segs: [Seg::Compute(Nanos::ZERO); 5],
+                nseg: 0,
+                seg: 0,
+                job_release: Nanos::ZERO,
+                job_deadline: None,
+                backlog: VecDeque::new(),
+                last_start: None,
+                spike_threshold,
+                stats: TaskStats {
+                    name,
+                    cpu: t.cpu,
+                    period,
+                    latency: Recorder::new(Nanos(1_000)),
+                    interval: Recorder::new(Nanos(1_000)),
+                    response: Recorder::new(Nanos(1_000)),
+                    jobs: 0,
+                    releases: 0,
+                    deadline_misses: 0,
+                    preemptions: 0,
+                    backlog_lost: 0,
+                    reserved,
+                    rez_kind,
+                    need,
+                },
+            });
+            if reserved {
+                let kind = sim.tasks[i].stats.rez_kind.clone().unwrap_or_default();
+                sim.period_totals.push(PeriodTotals {
+                    task: sim.tasks[i].stats.name.clone(),
+                    kind,
+                    need: sim.tasks[i].stats.need.unwrap_or_default(),
+                    ..Default::default()
+                });
+            }
+        }
+
+        // Timers.
+        for tm in &f.timer {
+            let name = tm.name.get_ref();
+            check_cpu(tm.cpu, tm.name.span(), &format!("timer '{name}'"))?;
+            let Some(&task) = task_names.get(tm.task.get_ref()) else {
+                return Err(scn.error_at(
+                    tm.task.span(),
+                    format!("timer '{name}': no [[task]] named '{}'", tm.task.get_ref()),
+                ));
+            };
+            if sim.tasks[task].kind != TaskKind::Timer {
+                return Err(scn.error_at(
+                    tm.task.span(),
+                    format!(
+                        "timer '{name}': task '{}' must have kind = \"timer\"",
+                        tm.task.get_ref()
+                    ),
+                ));
+            }
+            if sim.tasks[task].cpu != tm.cpu as usize {
+                return Err(scn.error_at(
+                    tm.task.span(),
+                    format!(
+                        "timer '{name}': task '{}' is on another cpu",
+                        tm.task.get_ref()
+                    ),
+                ));
+            }
+            let rounding = match tm.mode.get_ref().as_str() {
+                "rounding" => true,
+                "fixed" => false,
+                m => {
+                    return Err(scn.error_at(
+                        tm.mode.span(),
+                        format!("timer '{name}': mode '{m}' (use rounding or fixed)"),
+                    ))
+                }
+            };
+            if tm.period.0 < Nanos::from_us(1) {
+                return Err(scn.error_at(
+                    tm.name.span(),
+                    format!("timer '{name}': period must be at least 1us"),
+                ));
+            }
+            if rounding && tm.period.0 .0 % 1_000_000 != 0 {
+                return Err(scn.error_at(tm.name.span(), format!("timer '{name}': a rounding (multimedia) timer's period is whole milliseconds")));
+            }
+            let src = sim.add_source(tm.cpu, "dpc", &format!("timer:{name}"));
+            sim.timers.push(Timer {
+                cpu: tm.cpu as usize,
+                period: tm.period.0,
+                rounding,
+                task,
+                src,
+                dpc_cost: tm.dpc_cost.map(|d| d.0).unwrap_or(Nanos::ZERO),
+                next: tm.period.0,
+                due: tm.period.0,
+            });
+        }
+
+        // Noise.
+        for (i, n) in f.noise.iter().enumerate() {
+            let name = n.name.get_ref().clone();
+            let at = |m: String| scn.error_at(n.name.span(), format!("noise '{name}': {m}"));
+            check_cpu(n.cpu, n.name.span(), &format!("noise '{name}'"))?;
+            let level = match n
+                .level
+                .as_ref()
+                .map(|l| l.get_ref().as_str())
+                .unwrap_or("dpc")
+            {
+                "dpc" => Level::Dpc,
+                "irq" => Level::Irq,
+                "stall" => Level::Stall,
+                "steal" => Level::Steal,
+                l => return Err(at(format!("level '{l}' (use dpc, irq, stall or steal)"))),
+            };
+            let mut duration = n.duration.clone();
+            let kind = match n.kind.get_ref().as_str() {
+                "periodic" => {
+                    let p = n
+                        .period
+                        .ok_or_else(|| at("periodic noise needs a period".into()))?;
+                    if p.0.is_zero() {
+                        return Err(at("period must be greater than zero".into()));
+                    }
+                    NoiseKind::Periodic {
+                        period: p.0,
+                        jitter: n.jitter.0,
+                    }
+                }
+                "poisson" => {
+                    let r = n
+                        .rate
+                        .ok_or_else(|| at("poisson noise needs a rate (per second)".into()))?;
+                    if !(r > 0.0 && r <= 1e7) {
+                        return Err(at(format!("rate {r} must be in (0, 1e7] per second")));
+                    }
+                    NoiseKind::Poisson { rate: r }
+                }
+                "bursty" => {
+                    let r = n
+                        .rate
+                        .ok_or_else(|| at("bursty noise needs a rate (per second)".into()))?;
+                    if !(r > 0.0 && r <= 1e7) {
+                        return Err(at(format!("rate {r} must be in (0, 1e7] per second")));
+                    }
+                    let (Some(on), Some(off)) = (n.burst_on, n.burst_off) else {
+                        return Err(at("bursty noise needs burst_on and burst_off".into()));
+                    };
+                    if on.0.is_zero() {
+                        return Err(at("burst_on must be greater than zero".into()));
+                    }
+                    NoiseKind::Bursty {
+                        rate: r,
+                        on: on.0,
+                        off: off.0,
+                        on_until: Nanos::ZERO,
+                    }
+                }
+                "disk" => {
+                    let mode = n
+                        .mode
+                        .as_ref()
+                        .map(|m| m.get_ref().as_str())
+                        .unwrap_or("dma");
+                    let bw = n
+                        .disk_bytes_per_s
+                        .ok_or_else(|| at("disk noise needs disk_bytes_per_s".into()))?;
+                    let size = n.transfer_bytes.unwrap_or(65_536);
+                    if !(bw > 0.0 && bw.is_finite()) || size == 0 {
+                        return Err(at(
+                            "disk_bytes_per_s and transfer_bytes must be positive".into()
+                        ));
+                    }
+                    let period = Nanos((size as f64 / bw * 1e9).round().max(1.0) as u64);
+                    let irq = n.irq_cost.map(|d| d.0).unwrap_or(Nanos::from_us(20));
+                    let cost = match mode {
+                        "dma" => irq,
+                        "pio" => {
+                            let pio = n.pio_bytes_per_s.ok_or_else(|| at("pio mode needs pio_bytes_per_s (how fast the CPU copies from the drive)".into()))?;
+                            if !(pio > 0.0 && pio.is_finite()) {
+                                return Err(at("pio_bytes_per_s must be positive".into()));
+                            }
+                            irq + Nanos((size as f64 / pio * 1e9).round() as u64)
+                        }
+                        m => return Err(at(format!("mode '{m}' (use dma or pio)"))),
+                    };
+                    if duration.is_some() {
+                        return Err(at("disk noise derives its duration; remove duration".into()));
+                    }
+                    duration = Some(Dist::Const(cost.min(period)));
+                    NoiseKind::Periodic {
+                        period,
+                        jitter: Nanos::ZERO,
+                    }
+                }
+                k => {
+                    return Err(scn.error_at(
+                        n.kind.span(),
+                        format!(
+                            "noise '{name}': kind '{k}' (use periodic, poisson, bursty or disk)"
+                        ),
+                    ))
+                }
+            };
+            let duration = duration.ok_or_else(|| at("needs a duration".into()))?;
+            let kind_name = if n.kind.get_ref() == "disk" {
+                "disk"
+            } else {
+                level.kind()
+            };
+            let src = sim.add_source(n.cpu, kind_name, &name);
+            sim.noises.push(Noise {
+                cpu: n.cpu as usize,
+                src,
+                level,
+                kind,
+                duration,
+                phase: n.phase.0.max(n.start.map(|d| d.0).unwrap_or(Nanos::ZERO)),
+                k: 0,
+                stop: n.stop.map(|d| d.0),
+                rng: Rng::new(seed, 100_000 + i as u64),
+            });
+        }
+
+        // Streams.
+        for (i, s) in f.stream.iter().enumerate() {
+            let name = s.name.get_ref().clone();
+            let at = |m: String| scn.error_at(s.name.span(), format!("stream '{name}': {m}"));
+            check_cpu(s.cpu, s.name.span(), &format!("stream '{name}'"))?;
+            let rate = match (s.rate, s.mbit_s, s.item_bytes) {
+                (Some(r), None, None) => r,
+                (None, Some(m), Some(b)) if b > 0 => m * 1e6 / 8.0 / b as f64,
+                _ => return Err(at("give rate (items/s), or mbit_s and item_bytes".into())),
+            };
+            if !(rate > 0.0 && rate <= 1e8) {
+                return Err(at(format!("rate {rate} items/s must be in (0, 1e8]")));
+            }
+            if s.capacity == 0 {
+                return Err(at("capacity must be at least 1".into()));
+            }
+            let Some(&drainer) = task_names.get(s.drained_by.get_ref()) else {
+                return Err(scn.error_at(
+                    s.drained_by.span(),
+                    format!(
+                        "stream '{name}': no [[task]] named '{}'",
+                        s.drained_by.get_ref()
+                    ),
+                ));
+            };
+            if sim.tasks[drainer].cpu != s.cpu as usize {
+                return Err(scn.error_at(
+                    s.drained_by.span(),
+                    format!("stream '{name}': its drainer runs on another cpu"),
+                ));
+            }
+            let poisson = match s
+                .arrivals
+                .as_ref()
+                .map(|a| a.get_ref().as_str())
+                .unwrap_or("periodic")
+            {
+                "periodic" => false,
+                "poisson" => true,
+                a => return Err(at(format!("arrivals '{a}' (use periodic or poisson)"))),
+            };
+            let irq = sim.add_source(s.cpu, "irq", &format!("{name}:irq"));
+            let dpc = sim.add_source(s.cpu, "dpc", &format!("{name}:dpc"));
+            sim.tasks[drainer].drains.push(i);
+            sim.streams.push(Stream {
+                cpu: s.cpu as usize,
+                interval: Nanos((1e9 / rate).round().max(1.0) as u64),
+                poisson,
+                capacity: s.capacity,
+                flow_control: s.flow_control,
+                drainer,
+                irq: (irq, s.irq_cost.0),
+                dpc: (dpc, s.dpc_cost.0),
+                stop: s.stop.map(|d| d.0),
+                fill: 0,
+                paused_since: None,
+                rng: Rng::new(seed, 200_000 + i as u64),
+                stats: StreamStats {
+                    name,
+                    capacity: s.capacity,
+                    ..Default::default()
+                },
+            });
+            let start = s.start.map(|d| d.0).unwrap_or(Nanos::ZERO);
+            sim.push(start, EvKind::Stream { idx: i as u32 });
+        }
+        sim.clock_src = sim.add_source(0, "irq", "clock");
+
+        // Initial events.
+        sim.push(end, EvKind::End);
+        if sim.tick_ps.is_some() {
+            for c in 0..ncpu {
+                sim.push(Nanos::ZERO, EvKind::Tick { cpu: c, k: 0 });
+            }
+        } else {
+            for i in 0..sim.timers.len() {
+                let due = sim.timers[i].due;
+                sim.push(due, EvKind::TimerDue { timer: i as u32 });
+            }
+        }
+        for i in 0..sim.tasks.len() {
+            let t = &sim.tasks[i];
+            match t.kind {
+                TaskKind::Periodic | TaskKind::Sleeper => {
+                    let p = t.phase;
+                    sim.push(
+                        p,
+                        EvKind::Release {
+                            task: i as u32,
+                            nominal: p,
+                        },
+                    );
+                }
+                TaskKind::Background => {
+                    let p = t.phase;
+                    sim.push(
+                        p,
+                        EvKind::Release {
+                            task: i as u32,
+                            nominal: p,
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+        for i in 0..sim.noises.len() {
+            let first = sim.first_noise_time(i);
+            if let Some(t) = first {
+                sim.push(t, EvKind::Noise { idx: i as u32 });
+            }
+        }
+        Ok(sim)
+    }
+
+    fn add_source(&mut self, cpu: u32, kind: &str, name: &str) -> usize {
+        self.sources.push(SourceStats {
+            cpu,
+            kind: kind.to_string(),
+            name: name.to_string(),
+            count: 0,
+            total: Nanos::ZERO,
+            max: Nanos::ZERO,
+        });
+        self.sources.len() - 1
+    }
+
+    #[inline]
+    fn push(&mut self, t: Nanos, kind: EvKind) {
+        self.seq += 1;
+        self.heap.push(Reverse(Ev {
+            t,
+            seq: self.seq,
+            kind,
+        }));
+    }
+
+    fn first_noise_time(&mut self, i: usize) -> Option<Nanos> {
+        let n = &mut self.noises[i];
+        let t = match &mut n.kind {
+            NoiseKind::Periodic { jitter, .. } => {
+                let j = if jitter.is_zero() {
+                    Nanos::ZERO
+                } else {
+                    Nanos(n.rng.range(0, jitter.0))
+                };
+                n.phase + j
+            }
+            NoiseKind::Poisson { rate } => n.phase + exp_interval(*rate, &mut n.rng),
+            NoiseKind::Bursty {
+                rate, on, on_until, ..
+            } => {
+                *on_until = n.phase + Nanos(sample(&Dist::Exp(*on), &mut n.rng).0.max(1));
+                n.phase + exp_interval(*rate, &mut n.rng)
+            }
+        };
+        Some(t)
+    }
+
+    fn next_noise_time(&mut self, i: usize, now: Nanos) -> Option<Nanos> {
+        let n = &mut self.noises[i];
+        n.k += 1;
+        let t = match &mut n.kind {
+            NoiseKind::Periodic { period, jitter } => {
+                let j = if jitter.is_zero() {
+                    Nanos::ZERO
+                } else {
+                    Nanos(n.rng.range(0, jitter.0))
+                };
+                let base = n.phase.0.checked_add(period.0.checked_mul(n.k)?)?;
+                Nanos(base) + j
+            }
+            NoiseKind::Poisson { rate } => now + exp_interval(*rate, &mut n.rng),
+            NoiseKind::Bursty {
+                rate,
+                on,
+                off,
+                on_until,
+            } => {
+                let mut t = now + exp_interval(*rate, &mut n.rng);
+                if t > *on_until {
+                    // The burst ended: stay off, then start a new burst.
+                    let off_len = sample(&Dist::Exp(*off), &mut n.rng);
+                    let start = *on_until + off_len;
+                    *on_until = start + Nanos(sample(&Dist::Exp(*on), &mut n.rng).0.max(1));
+                    t = start + exp_interval(*rate, &mut n.rng);
+                }
+                t
+            }
+        };
+        if n.stop.is_some_and(|s| t >= s) {
+            None
+        } else {
+            Some(t)
+        }
+    }
+
+    /// Runs to the end (or until `stop` is set) and returns the results.
+    pub fn run(mut self, stop: Option<&AtomicBool>) -> Outcome {
+        let mut interrupted = false;
+        while let Some(Reverse(ev)) = self.heap.pop() {
+            self.events += 1;
+            if ev.t > self.end {
+                break;
+            }
+            self.now = ev.t;
+            if self.events & 0xFFFF == 0 && stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                interrupted = true;
+                break;
+            }
+            match ev.kind {
+                EvKind::End => break,
+                EvKind::Wake { cpu, gen } => {
+                    let c = cpu as usize;
+                    if self.cpus[c].gen == gen {
+                        self.cpus[c].armed = None;
+                        self.cpu_update(c);
+                    }
+                }
+                EvKind::Release { task, nominal } => self.on_release_event(task as usize, nominal),
+                EvKind::Tick { cpu, k } => self.on_tick(cpu as usize, k),
+                EvKind::TimerDue { timer } => self.on_timer_due(timer as usize),
+                EvKind::Noise { idx } => self.on_noise(idx as usize),
+                EvKind::Stream { idx } => self.on_stream(idx as usize),
+            }
+        }
+        self.finish(interrupted)
+    }
+
+    fn on_release_event(&mut self, i: usize, nominal: Nanos) {
+        let t = &self.tasks[i];
+        if t.stop.is_some_and(|s| nominal >= s) {
+            return;
+        }
+        if t.kind == TaskKind::Periodic {
+            if let Some(p) = t.period {
+                let next = nominal + p;
+                self.push(
+                    next,
+                    EvKind::Release {
+                        task: i as u32,
+                        nominal: next,
+                    },
+                );
+            }
+        }
+        self.release(i, nominal);
+    }
+
+    /// A job of task `i` is released (nominally at `nominal`).
+    fn release(&mut self, i: usize, nominal: Nanos) {
+        let c = self.tasks[i].cpu;
+        self.cpu_sync(c);
+        let t = &mut self.tasks[i];
+        t.stats.releases += 1;
+        if t.active {
+            if t.kind == TaskKind::Drainer || t.kind == TaskKind::Background {
+                return;
+            }
+            if t.backlog.len() >= MAX_BACKLOG {
+                t.stats.backlog_lost += 1;
+                t.stats.latency.add_missed(1);
+            } else {
+                t.backlog.push_back(nominal);
+            }
+            return;
+        }
+        self.start_job(i, nominal);
+        let t = &self.tasks[i];
+        let dl = t.job_deadline.filter(|_| t.edf);
+        let (tid, now) = (t.tid, self.now);
+        self.cpus[c].sched.on_release(now, tid, dl);
+        self.cpus[c].need_pick = true;
+        self.cpu_update(c);
+    }
+
+    fn start_job(&mut self, i: usize, nominal: Nanos) {
+        let t = &mut self.tasks[i];
+        t.active = true;
+        t.started = false;
+        t.job_release = nominal;
+        t.job_deadline = t.deadline.map(|d| nominal + d);
+        t.seg = 0;
+        if t.kind == TaskKind::Background {
+            t.segs[0] = Seg::Compute(Nanos::MAX);
+            t.nseg = 1;
+            return;
+        }
+        let total = sample(&t.exec, &mut t.rng);
+        match t.critical.clone() {
+            None => {
+                t.segs[0] = Seg::Compute(total);
+                t.nseg = 1;
+            }
+            Some((l, at, hold)) => {
+                let h = sample(&hold, &mut t.rng);
+                let post = total.saturating_sub(at + h);
+                t.segs = [
+                    Seg::Compute(at),
+                    Seg::Lock(l),
+                    Seg::Compute(h),
+                    Seg::Unlock(l),
+                    Seg::Compute(post),
+                ];
+                t.nseg = 5;
+            }
+        }
+    }
+
+    fn on_tick(&mut self, c: usize, k: u64) {
+        let ps = self.tick_ps.unwrap_or(1_000_000_000);
+        let next_t = Nanos(((k as u128 + 1) * ps / 1000) as u64);
+        self.push(
+            next_t,
+            EvKind::Tick {
+                cpu: c as u32,
+                k: k + 1,
+            },
+        );
+        self.cpu_sync(c);
+        if self.cpus[c].stall_until > self.now {
+            // The clock interrupt is held off; one pending interrupt is
+            // delivered when the stall ends, the others are lost.
+            self.cpus[c].tick_pending = true;
+            return;
+        }
+        self.clock_interrupt(c);
+        self.cpu_update(c);
+    }
+
+    fn clock_interrupt(&mut self, c: usize) {
+        if !self.clock_cost.is_zero() {
+            let src = self.clock_src;
+            self.push_bh(c, src, self.clock_cost, false, Action::None);
+        }
+        for ti in 0..self.timers.len() {
+            if self.timers[ti].cpu == c && self.timers[ti].due <= self.now {
+                self.fire_timer(ti);
+            }
+        }
+    }
+
+    fn on_timer_due(&mut self, ti: usize) {
+        let c = self.timers[ti].cpu;
+        self.cpu_sync(c);
+        if self.timers[ti].due > self.now {
+            return;
+        }
+        if self.cpus[c].stall_until > self.now {
+            let at = self.cpus[c].stall_until;
+            self.push(at, EvKind::TimerDue { timer: ti as u32 });
+            return;
+        }
+        self.fire_timer(ti);
+        if self.oneshot {
+            let due = self.timers[ti].due;
+            self.push(due, EvKind::TimerDue { timer: ti as u32 });
+        }
+        self.cpu_update(c);
+    }
+
+    /// Seed 000's multimedia timer: fire, advance the next firing time by
+    /// the period, fire again while it is in the past; then arm the kernel
+    /// timer — for the whole next firing time (fixed), or for a relative
+    /// wait rounded to whole milliseconds and never under 1 ms (rounding).
+    fn fire_timer(&mut self, ti: usize) {
+        let now = self.now;
+        let (c, src, cost, task) = {
+            let t = &self.timers[ti];
+            (t.cpu, t.src, t.dpc_cost, t.task)
+        };
+        let mut fires = Vec::new();
+        {
+            let t = &mut self.timers[ti];
+            fires.push(t.next);
+            t.next += t.period;
+            while t.next <= now && fires.len() < 10_000 {
+                fires.push(t.next);
+                t.next += t.period;
+            }
+            if t.next <= now {
+                // Hopelessly behind: skip ahead rather than fire forever.
+                let behind = (now.0 - t.next.0) / t.period.0 + 1;
+                t.next = Nanos(t.next.0 + behind * t.period.0);
+            }
+            t.due = if t.rounding {
+                let ahead = t.next.0 - now.0;
+                let ms = ((ahead + 500_000) / 1_000_000).max(1);
+                now + Nanos::from_ms(ms)
+            } else {
+                t.next
+            };
+        }
+        for nominal in fires {
+            self.push_bh(c, src, cost, true, Action::Release { task, nominal });
+        }
+    }
+
+    fn on_noise(&mut self, i: usize) {
+        let now = self.now;
+        if let Some(t) = self.next_noise_time(i, now) {
+            self.push(t, EvKind::Noise { idx: i as u32 });
+        }
+        let n = &mut self.noises[i];
+        let d = sample(&n.duration, &mut n.rng);
+        let (c, src, level) = (n.cpu, n.src, n.level);
+        if d.is_zero() {
+            return;
+        }
+        self.cpu_sync(c);
+        match level {
+            Level::Stall | Level::Steal => {
+                let cpu = &mut self.cpus[c];
+                let until = now + d;
+                if until > cpu.stall_until {
+                    cpu.stall_until = until;
+                    cpu.stall_src = src;
+                }
+                self.sources[src].count += 1;
+                if d > self.sources[src].max {
+                    self.sources[src].max = d;
+                }
+            }
+            Level::Dpc | Level::Irq => {
+                self.push_bh(c, src, d, level.visible(), Action::None);
+            }
+        }
+        self.cpu_update(c);
+    }
+
+    fn on_stream(&mut self, i: usize) {
+        let now = self.now;
+        let s = &mut self.streams[i];
+        if s.stop.is_some_and(|st| now >= st) {
+            return;
+        }
+        let c = s.cpu;
+        if s.fill >= s.capacity {
+            if s.flow_control {
+                // The window is closed: the sender waits for the drain.
+                s.paused_since = Some(now);
+                return;
+            }
+            s.stats.lost += 1;
+        } else {
+            s.fill += 1;
+            s.stats.arrived += 1;
+            s.stats.max_fill = s.stats.max_fill.max(s.fill);
+        }
+        let gap = if s.poisson {
+            exp_interval(1e9 / s.interval.0 as f64, &mut s.rng)
+        } else {
+            s.interval
+        };
+        let (irq, dpc, drainer) = (s.irq, s.dpc, s.drainer);
+        self.push(now + gap, EvKind::Stream { idx: i as u32 });
+        self.cpu_sync(c);
+        if !irq.1.is_zero() {
+            self.push_bh(c, irq.0, irq.1, false, Action::None);
+        }
+        if !dpc.1.is_zero() {
+            self.push_bh(c, dpc.0, dpc.1, true, Action::None);
+        }
+        let cpu = &self.cpus[c];
+        if cpu.running == Some(drainer) && cpu.bh.is_empty() && cpu.stall_until <= now {
+            // The receiver is on the CPU right now: it takes the data at once.
+            self.drain(drainer);
+        }
+        if !self.tasks[drainer].active && self.tasks[drainer].kind == TaskKind::Drainer {
+            self.release(drainer, now);
+        } else {
+            self.cpu_update(c);
+        }
+    }
+
+    fn push_bh(&mut self, c: usize, src: usize, len: Nanos, visible: bool, action: Action) {
+        self.cpus[c].bh.push_back(BhItem {
+            remaining: len,
+            len,
+            src,
+            visible,
+            action,
+        });
+    }
+
+    /// Accounts what happened on CPU `c` since its last change. Within
+    /// that span its state was constant (every change arms a wake).
+    fn cpu_sync(&mut self, c: usize) {
+        let now = self.now;
+        let cpu = &mut self.cpus[c];
+        if now <= cpu.since {
+            return;
+        }
+        let dt = now - cpu.since;
+        let from = cpu.since;
+        cpu.since = now;
+        if cpu.stall_until >= now && cpu.stall_until > from {
+            let src = cpu.stall_src;
+            if cpu.steal_start.is_none() {
+                cpu.steal_start = Some(from);
+            }
+            cpu.steal_invis += dt;
+            self.sources[src].total += dt;
+        } else if let Some(head) = cpu.bh.front_mut() {
+            let d = dt.min(head.remaining);
+            head.remaining -= d;
+            if cpu.steal_start.is_none() {
+                cpu.steal_start = Some(from);
+            }
+            if head.visible {
+                cpu.steal_vis += dt;
+            } else {
+                cpu.steal_invis += dt;
+            }
+            self.sources[head.src].total += dt;
+        } else if let Some(ti) = cpu.running {
+            let t = &mut self.tasks[ti];
+            if let Seg::Compute(r) = &mut t.segs[t.seg.min(4)] {
+                if r.0 != u64::MAX {
+                    *r = r.saturating_sub(dt);
+                }
+            }
+        }
+    }
+
+    /// Completes what is due on CPU `c`, re-picks when needed, and arms the
+    /// next wake.
+    fn cpu_update(&mut self, c: usize) {
+        self.cpu_sync(c);
+        let now = self.now;
+        let mut guard = 0;
+        loop {
+            guard += 1;
+            if guard > 100_000 {
+                self.warnings.push(format!(
+                    "cpu {c}: more than 100000 state changes at {now}; the scenario may have a zero-length loop"
+                ));
+                break;
+            }
+            if self.cpus[c].stall_until > now {
+                break;
+            }
+            if self.cpus[c].tick_pending {
+                self.cpus[c].tick_pending = false;
+                self.clock_interrupt(c);
+                continue;
+            }
+            if let Some(head) = self.cpus[c].bh.front() {
+                if head.remaining.is_zero() {
+                    let item = self.cpus[c].bh.pop_front().expect("head");
+                    let s = &mut self.sources[item.src];
+                    s.count += 1;
+                    if item.len > s.max {
+                        s.max = item.len;
+                    }
+                    if let Some(tr) = &mut self.trace {
+                        if !item.len.is_zero() {
+                            if tr.len() < self.trace_cap {
+                                tr.push(TraceSlice {
+                                    cpu: c as u32,
+                                    track: 0,
+                                    name: self.sources[item.src].name.clone(),
+                                    start: now - item.len,
+                                    dur: item.len,
+                                });
+                            } else {
+                                self.trace_dropped += 1;
+                            }
+                        }
+                    }
+                    if let Action::Release { task, nominal } = item.action {
+                        self.release_inner(task, nominal);
+                    }
+                    continue;
+                }
+                break;
+            }
+            // Thread level: the stolen interval (if any) is over.
+            if let Some(start) = self.cpus[c].steal_start.take() {
+                self.end_steal(c, start);
+            }
+            if let Some(ti) = self.cpus[c].running {
+                if self.advance_task(ti, c) {
+                    continue;
+                }
+            }
+            let cpu = &self.cpus[c];
+            if cpu.need_pick || cpu.until.is_some_and(|u| u <= now) {
+                self.pick(c);
+                continue;
+            }
+            break;
+        }
+        self.arm(c);
+    }
+
+    /// Like [`Sim::release`] but inside a running `cpu_update` (no nested
+    /// update).
+    fn release_inner(&mut self, i: usize, nominal: Nanos) {
+        let c = self.tasks[i].cpu;
+        let t = &mut self.tasks[i];
+        t.stats.releases += 1;
+        if t.active {
+            if t.backlog.len() >= MAX_BACKLOG {
+                t.stats.backlog_lost += 1;
+                t.stats.latency.add_missed(1);
+            } else {
+                t.backlog.push_back(nominal);
+            }
+            return;
+        }
+        self.start_job(i, nominal);
+        let t = &self.tasks[i];
+        let dl = t.job_deadline.filter(|_| t.edf);
+        let (tid, now) = (t.tid, self.now);
+        self.cpus[c].sched.on_release(now, tid, dl);
+        self.cpus[c].need_pick = true;
+    }
+
+    fn end_steal(&mut self, c: usize, start: Nanos) {
+        let now = self.now;
+        let cpu = &mut self.cpus[c];
+        let len = now - start;
+        let (vis, invis) = (cpu.steal_vis, cpu.steal_invis);
+        cpu.steal_vis = Nanos::ZERO;
+        cpu.steal_invis = Nanos::ZERO;
+        if len.is_zero() {
+            return;
+        }
+        if !vis.is_zero() {
+            cpu.sched.on_stolen(StolenInterval {
+                start,
+                len: vis,
+                visible: true,
+            });
+        }
+        if !invis.is_zero() {
+            cpu.sched.on_stolen(StolenInterval {
+                start,
+                len: invis,
+                visible: false,
+            });
+        }
+        cpu.stolen.total += len;
+        cpu.stolen.intervals += 1;
+        if len > cpu.stolen.max {
+            cpu.stolen.max = len;
+        }
+        cpu.stolen.timeline.add_interval(start, len);
+    }
+
+    /// Moves the running task past finished segments. Returns true when
+    /// something changed that needs another pass.
+    fn advance_task(&mut self, ti: usize, c: usize) -> bool {
+        let now = self.now;
+        let t = &mut self.tasks[ti];
+        if !t.active {
+            return false;
+        }
+        match t.segs[t.seg] {
+            Seg::Compute(r) if !r.is_zero() => false,
+            Seg::Compute(_) => {
+                t.seg += 1;
+                if t.seg >= t.nseg {
+                    self.complete_job(ti, c);
+                }
+                true
+            }
+            Seg::Lock(l) => {
+                let tid = t.tid;
+                if self.cpus[c].sched.lock(now, tid, l) {
+                    self.tasks[ti].seg += 1;
+                } else {
+                    // Blocked: the waiter resumes past Lock when handed it.
+                    self.tasks[ti].seg += 1;
+                    self.cpus[c].need_pick = true;
+                }
+                true
+            }
+            Seg::Unlock(l) => {
+                let tid = t.tid;
+                t.seg += 1;
+                if self.cpus[c].sched.unlock(now, tid, l).is_some() {
+                    self.cpus[c].need_pick = true;
+                }
+                // Dropping a ceiling or inherited priority may change who runs.
+                self.cpus[c].need_pick = true;
+                true
+            }
+        }
+    }
+
+    fn complete_job(&mut self, ti: usize, c: usize) {
+        let now = self.now;
+        let t = &mut self.tasks[ti];
+        t.stats.jobs += 1;
+        t.stats.response.record(now - t.job_release);
+        if t.job_deadline.is_some_and(|d| now > d) {
+            t.stats.deadline_misses += 1;
+            t.stats.latency.add_missed(1);
+        }
+        t.active = false;
+        if let Some(next) = t.backlog.pop_front() {
+            self.start_job(ti, next);
+            let t = &self.tasks[ti];
+            let dl = t.job_deadline.filter(|_| t.edf);
+            let tid = t.tid;
+            self.cpus[c].sched.on_release(now, tid, dl);
+            // The next queued job starts when the scheduler next runs it.
+            self.cpus[c].need_pick = true;
+            return;
+        }
+        let tid = t.tid;
+        let sleeper = t.kind == TaskKind::Sleeper;
+        let stop = t.stop;
+        self.cpus[c].sched.on_block(now, tid);
+        self.cpus[c].need_pick = true;
+        if sleeper {
+            let t = &mut self.tasks[ti];
+            let d = sample(t.sleep.as_ref().expect("validated"), &mut t.rng);
+            let at = now + d;
+            if stop.is_none_or(|s| at < s) {
+                self.push(
+                    at,
+                    EvKind::Release {
+                        task: ti as u32,
+                        nominal: at,
+                    },
+                );
+            }
+        }
+    }
+
+    /// First dispatch of a job: latency and interval samples, drains.
+    fn job_started(&mut self, ti: usize) {
+        let now = self.now;
+        let t = &mut self.tasks[ti];
+        if t.started || t.kind == TaskKind::Background {
+            t.started = true;
+            return;
+        }
+        t.started = true;
+        let lat = now.saturating_sub(t.job_release);
+        t.stats.latency.record(lat);
+        if let Some(prev) = t.last_start {
+            t.stats.interval.record(now - prev);
+        }
+        t.last_start = Some(now);
+        if lat > t.spike_threshold {
+            if self.spikes.len() < MAX_SPIKES {
+                self.spikes
+                    .push((now, t.cpu as u32, t.stats.name.clone(), lat));
+            } else {
+                self.spikes_dropped += 1;
+            }
+        }
+    }
+
+    fn drain(&mut self, ti: usize) {
+        let now = self.now;
+        for k in 0..self.tasks[ti].drains.len() {
+            let si = self.tasks[ti].drains[k];
+            let s = &mut self.streams[si];
+            s.stats.delivered += s.fill;
+            s.fill = 0;
+            if let Some(p) = s.paused_since.take() {
+                s.stats.paused_ns += now - p;
+                self.push(now, EvKind::Stream { idx: si as u32 });
+            }
+        }
+    }
+
+    fn pick(&mut self, c: usize) {
+        let now = self.now;
+        self.picks += 1;
+        let cpu = &mut self.cpus[c];
+        cpu.need_pick = false;
+        let d = cpu.sched.pick(now);
+        let next = d.thread.map(|tid| cpu.thread_task[tid]);
+        cpu.until = d.until.filter(|u| *u > now);
+        let prev = cpu.running;
+        if cpu.sched.has_closed_periods() {
+            let closed = cpu.sched.take_periods();
+            for p in closed {
+                self.note_period(c, p);
+            }
+        }
+        if next != prev {
+            if let Some(p) = prev {
+                let pt = &mut self.tasks[p];
+                if pt.active && pt.started && self.cpus[c].sched.is_runnable(pt.tid) {
+                    pt.stats.preemptions += 1;
+                }
+                self.trace_thread(c, p);
+            }
+            self.cpus[c].running = next;
+            self.cpus[c].slice_start = now;
+        }
+        if let Some(n) = next {
+            if !self.tasks[n].started {
+                self.job_started(n);
+            }
+            if !self.tasks[n].drains.is_empty() {
+                self.drain(n);
+            }
+        }
+    }
+
+    fn trace_thread(&mut self, c: usize, ti: usize) {
+        let now = self.now;
+        let start = self.cpus[c].slice_start;
+        if let Some(tr) = &mut self.trace {
+            if now > start {
+                if tr.len() < self.trace_cap {
+                    tr.push(TraceSlice {
+                        cpu: c as u32,
+                        track: ti as u32 + 1,
+                        name: self.tasks[ti].stats.name.clone(),
+                        start,
+                        dur: now - start,
+                    });
+                } else {
+                    self.trace_dropped += 1;
+                }
+            }
+        }
+    }
+
+    fn note_period(&mut self, c: usize, p: PeriodStat) {
+        let ti = self.cpus[c].thread_task.get(p.thread).copied();
+        let Some(ti) = ti else { return };
+        let name = self.tasks[ti].stats.name.clone();
+        if let Some(tot) = self.period_totals.iter_mut().find(|x| x.task == name) {
+            tot.periods += 1;
+            if !p.hit {
+                tot.misses += 1;
+            }
+            tot.received += p.received;
+            tot.stolen += p.stolen;
+            tot.requested += p.requested;
+        }
+        if self.periods.len() < MAX_PERIODS {
+            self.periods.push((name, p));
+        } else {
+            self.periods_dropped += 1;
+        }
+    }
+
+    fn arm(&mut self, c: usize) {
+        let now = self.now;
+        let cpu = &self.cpus[c];
+        let at = if cpu.stall_until > now {
+            Some(cpu.stall_until)
+        } else if let Some(h) = cpu.bh.front() {
+            Some(now + h.remaining)
+        } else {
+            let seg_end = cpu.running.and_then(|ti| {
+                let t = &self.tasks[ti];
+                match t.segs[t.seg.min(4)] {
+                    Seg::Compute(r) if t.active && r.0 != u64::MAX => Some(now + r),
+                    _ => None,
+                }
+            });
+            match (seg_end, cpu.until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        };
+        if at == cpu.armed {
+            return;
+        }
+        let cpu = &mut self.cpus[c];
+        cpu.gen += 1;
+        cpu.armed = at;
+        let gen = cpu.gen;
+        if let Some(t) = at {
+            self.push(t, EvKind::Wake { cpu: c as u32, gen });
+        }
+    }
+
+    fn finish(mut self, interrupted: bool) -> Outcome {
+        let end = if interrupted { self.now } else { self.end };
+        self.now = end;
+        for c in 0..self.cpus.len() {
+            self.cpu_sync(c);
+            if let Some(start) = self.cpus[c].steal_start.take() {
+                self.end_steal(c, start);
+            }
+            // Close the periods that ended exactly at the end.
+            let _ = self.cpus[c].sched.pick(end);
+            let closed = self.cpus[c].sched.take_periods();
+            for p in closed {
+                self.note_period(c, p);
+            }
+            if let Some(ti) = self.cpus[c].running {
+                self.trace_thread(c, ti);
+            }
+        }
+        for s in &mut self.streams {
+            if let Some(p) = s.paused_since.take() {
+                s.stats.paused_ns += end - p;
+            }
+        }
+        Outcome {
+            seed: self.seed,
+            duration: self.end,
+            ended_at: end,
+            interrupted,
+            events: self.events,
+            picks: self.picks,
+            tasks: self.tasks.into_iter().map(|t| t.stats).collect(),
+            sources: self.sources,
+            cpus: self.cpus.into_iter().map(|c| c.stolen).collect(),
+            periods: self.periods,
+            periods_dropped: self.periods_dropped,
+            period_totals: self.period_totals,
+            streams: self.streams.into_iter().map(|s| s.stats).collect(),
+            spikes: self.spikes,
+            spikes_dropped: self.spikes_dropped,
+            trace: self.trace.unwrap_or_default(),
+            trace_dropped: self.trace_dropped,
+            warnings: self.warnings,
+            clock: self.clock_desc,
+        }
+    }
+}
+
+impl TaskStats {
+    pub fn series(&self) -> Vec<punctual_record::Series> {
+        let mut out = Vec::new();
+        for (rec, metric) in [
+            (&self.latency, Metric::Latency),
+            (&self.interval, Metric::Interval),
+            (&self.response, Metric::Response),
+        ] {
+            if rec.count() == 0 && rec.missed() == 0 {
+                continue;
+            }
+            let mut r = rec.clone();
+            if let Some(p) = self.period {
+                r = r.with_sample_period(p);
+            }
+            let mut s = r.to_series(&format!("{}.{}", self.name, metric.as_str()), metric);
+            s.task = Some(self.name.clone());
+            s.cpu = Some(self.cpu);
+            out.push(s);
+        }
+        out
+    }
+}

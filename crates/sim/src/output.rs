@@ -1,0 +1,279 @@
+//! Turns a run's outcome into the record every other verb reads, a flat
+//! summary for sweeps and tests, and a Chrome/Perfetto trace.
+
+use std::collections::BTreeMap;
+
+use punctual_record::{
+    Metric, Period, PeriodSummary, Platform, Record, Source, SourceShare, Spike, Stolen, Warning,
+};
+use punctual_units::Nanos;
+use serde_json::{json, Value};
+
+use crate::engine::Outcome;
+use crate::scenario::Scenario;
+
+/// Simulated runs carry a fixed start time: the record of a scenario and
+/// seed must be the same bytes on every run (the real time a simulation was
+/// run tells nothing about its results).
+pub const SIMULATED_EPOCH: &str = "1970-01-01T00:00:00Z";
+
+/// Flat `name → value` figures of one run, the row of a sweep table.
+///
+/// Keys: `<task>.jobs`, `.deadline_misses`, `.preemptions`,
+/// `.latency_max_us`, `.interval_max_us`, `.interval_near_0_fraction`…;
+/// reserved tasks add `.periods`, `.period_misses`, `.period_miss_fraction`,
+/// `.received_mean_us`, `.requested_mean_us`, `.stolen_fraction`;
+/// streams `<stream>.arrived`, `.lost`, `.loss_fraction`, `.paused_fraction`;
+/// CPUs `cpu<N>.stolen_fraction`; and `events`.
+pub fn summary(o: &Outcome) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    let dur = o.ended_at.0.max(1) as f64;
+    m.insert("events".into(), o.events as f64);
+    for t in &o.tasks {
+        let n = &t.name;
+        if t.jobs > 0 || t.releases > 0 && !t.reserved {
+            m.insert(format!("{n}.jobs"), t.jobs as f64);
+            m.insert(format!("{n}.deadline_misses"), t.deadline_misses as f64);
+            m.insert(
+                format!("{n}.deadline_miss_fraction"),
+                t.deadline_misses as f64 / t.jobs.max(1) as f64,
+            );
+            m.insert(format!("{n}.preemptions"), t.preemptions as f64);
+            m.insert(
+                format!("{n}.latency_max_us"),
+                t.latency.max().0 as f64 / 1e3,
+            );
+            m.insert(
+                format!("{n}.interval_max_us"),
+                t.interval.max().0 as f64 / 1e3,
+            );
+            m.insert(
+                format!("{n}.response_max_us"),
+                t.response.max().0 as f64 / 1e3,
+            );
+        }
+    }
+    for p in &o.period_totals {
+        let n = &p.task;
+        let k = p.periods.max(1) as f64;
+        m.insert(format!("{n}.periods"), p.periods as f64);
+        m.insert(format!("{n}.period_misses"), p.misses as f64);
+        m.insert(format!("{n}.period_miss_fraction"), p.misses as f64 / k);
+        m.insert(
+            format!("{n}.received_mean_us"),
+            p.received.0 as f64 / k / 1e3,
+        );
+        m.insert(
+            format!("{n}.requested_mean_us"),
+            p.requested.0 as f64 / k / 1e3,
+        );
+        let run = (p.received.0 + p.stolen.0).max(1) as f64;
+        m.insert(format!("{n}.stolen_fraction"), p.stolen.0 as f64 / run);
+    }
+    for s in &o.streams {
+        let n = &s.name;
+        m.insert(format!("{n}.arrived"), s.arrived as f64);
+        m.insert(format!("{n}.delivered"), s.delivered as f64);
+        m.insert(format!("{n}.lost"), s.lost as f64);
+        m.insert(
+            format!("{n}.loss_fraction"),
+            s.lost as f64 / (s.lost + s.arrived).max(1) as f64,
+        );
+        m.insert(format!("{n}.paused_fraction"), s.paused_ns.0 as f64 / dur);
+    }
+    for (c, s) in o.cpus.iter().enumerate() {
+        m.insert(format!("cpu{c}.stolen_fraction"), s.total.0 as f64 / dur);
+    }
+    m
+}
+
+/// The run as a record (`source: simulated`, `kind: simulate`).
+pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) -> Record {
+    let mut platform = Platform {
+        logical_cpus: Some(o.cpus.len() as u32),
+        ..Default::default()
+    };
+    platform.other.insert("machine".into(), "simulated".into());
+    platform.other.insert("clock".into(), o.clock.clone());
+    let mut r = Record::new(Source::Simulated, "simulate", platform);
+    r.started_at = SIMULATED_EPOCH.to_string();
+    r.duration_ns = o.ended_at;
+    r.interrupted = o.interrupted;
+    r.set_config("scenario_file", &scn.file);
+    r.set_config("scenario", &scn.text);
+    r.set_config("seed", o.seed);
+    r.set_config("duration_ns", o.duration.0);
+    if !overrides.is_empty() {
+        let v: Vec<String> = overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        r.set_config("set", v);
+    }
+    for t in &o.tasks {
+        r.series.extend(t.series());
+    }
+    let dur = o.ended_at;
+    for (c, s) in o.cpus.iter().enumerate() {
+        let mine: Vec<_> = o
+            .sources
+            .iter()
+            .filter(|x| x.cpu as usize == c && x.count > 0)
+            .collect();
+        let total_src: u64 = mine.iter().map(|x| x.total.0).sum();
+        let by_source = mine
+            .iter()
+            .map(|x| SourceShare {
+                kind: x.kind.clone(),
+                name: x.name.clone(),
+                count: x.count,
+                total_ns: x.total,
+                max_ns: x.max,
+                share: if total_src == 0 {
+                    0.0
+                } else {
+                    x.total.0 as f64 / total_src as f64
+                },
+            })
+            .collect();
+        r.stolen.push(Stolen {
+            cpu: c as u32,
+            task: None,
+            observed_ns: dur,
+            total_ns: s.total,
+            fraction: s.total.0 as f64 / dur.0.max(1) as f64,
+            intervals: s.intervals,
+            max_ns: s.max,
+            threshold_ns: Nanos::ZERO,
+            loop_cost_ns: None,
+            timeline: s.timeline.clone(),
+            by_source,
+            kernel_view: None,
+        });
+    }
+    for (at, cpu, task, v) in &o.spikes {
+        r.spikes.push(Spike {
+            at_ns: *at,
+            cpu: *cpu,
+            task: Some(task.clone()),
+            metric: Metric::Latency,
+            value_ns: *v,
+            causes: Vec::new(),
+            incomplete: false,
+        });
+    }
+    r.spikes_dropped = o.spikes_dropped;
+    for (name, p) in &o.periods {
+        r.periods.push(Period {
+            task: name.clone(),
+            index: p.index,
+            start_ns: p.start,
+            reserved_ns: p.need,
+            requested_ns: p.requested,
+            received_ns: p.received,
+            stolen_ns: p.stolen,
+            hit: p.hit,
+        });
+    }
+    r.periods_dropped = o.periods_dropped;
+    for p in &o.period_totals {
+        r.period_summary.push(PeriodSummary {
+            task: p.task.clone(),
+            periods: p.periods,
+            misses: p.misses,
+            reserved_ns: p.need,
+            received_total_ns: p.received,
+            stolen_total_ns: p.stolen,
+            requested_total_ns: p.requested,
+        });
+    }
+    for w in &o.warnings {
+        r.warnings.push(Warning::Other { message: w.clone() });
+    }
+    if o.interrupted {
+        r.warnings.push(Warning::Interrupted {
+            completed_ns: o.ended_at.0,
+            asked_ns: o.duration.0,
+        });
+    }
+    let tasks: BTreeMap<String, Value> = o
+        .tasks
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                json!({
+                    "releases": t.releases,
+                    "jobs": t.jobs,
+                    "deadline_misses": t.deadline_misses,
+                    "preemptions": t.preemptions,
+                    "backlog_lost": t.backlog_lost,
+                    "reservation": t.rez_kind,
+                }),
+            )
+        })
+        .collect();
+    let streams: BTreeMap<String, Value> = o
+        .streams
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                json!({
+                    "arrived": s.arrived,
+                    "delivered": s.delivered,
+                    "lost": s.lost,
+                    "capacity": s.capacity,
+                    "max_fill": s.max_fill,
+                    "paused_ns": s.paused_ns.0,
+                }),
+            )
+        })
+        .collect();
+    r.extra.insert(
+        "sim".into(),
+        json!({
+            "events": o.events,
+            "scheduler_picks": o.picks,
+            "tasks": tasks,
+            "streams": streams,
+            "trace_slices_dropped": o.trace_dropped,
+        }),
+    );
+    let sum: BTreeMap<String, Value> = summary(o).into_iter().map(|(k, v)| (k, json!(v))).collect();
+    r.extra.insert("summary".into(), json!(sum));
+    r
+}
+
+/// Chrome trace-event JSON (opens in ui.perfetto.dev): one process per
+/// CPU, one track per thread, interrupts and DPCs on their own track.
+pub fn trace_json(o: &Outcome) -> String {
+    let mut ev: Vec<Value> = Vec::new();
+    for c in 0..o.cpus.len() {
+        ev.push(json!({"name":"process_name","ph":"M","pid":c,"tid":0,"args":{"name":format!("cpu{c}")}}));
+        ev.push(json!({"name":"thread_name","ph":"M","pid":c,"tid":0,"args":{"name":"interrupts+DPCs (stolen)"}}));
+    }
+    for (i, t) in o.tasks.iter().enumerate() {
+        ev.push(
+            json!({"name":"thread_name","ph":"M","pid":t.cpu,"tid":i + 1,"args":{"name":t.name}}),
+        );
+    }
+    for s in &o.trace {
+        ev.push(json!({
+            "name": s.name,
+            "cat": if s.track == 0 { "stolen" } else { "thread" },
+            "ph": "X",
+            "pid": s.cpu,
+            "tid": s.track,
+            "ts": s.start.0 as f64 / 1e3,
+            "dur": s.dur.0 as f64 / 1e3,
+        }));
+    }
+    let doc = json!({
+        "traceEvents": ev,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "producer": "punctual simulate",
+            "seed": o.seed,
+            "slices_dropped": o.trace_dropped,
+        }
+    });
+    serde_json::to_string(&doc).expect("trace serializes")
+}

@@ -1,0 +1,692 @@
+//! Scenario files: TOML in, a validated model out.
+//!
+//! Every error names the file, the line and the field. Syntax and type
+//! errors come from `toml` with their span; semantic errors (an unknown lock,
+//! a reservation over the admission cap) point at the name of the entity
+//! they concern. The format is documented in `docs/scenario-format.md`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use punctual_units::{parse_duration, Nanos};
+use serde::{Deserialize, Deserializer};
+use toml::Spanned;
+
+/// A scenario error located in its file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file, self.line, self.column, self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let col = offset
+        - before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |p| p + 1)
+        + 1;
+    (line, col)
+}
+
+/// A duration written as a human string (`"2.5ms"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Dur(pub Nanos);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_bounded(&s).map(Dur).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Longest duration a scenario may state: 100 years. Sums of two such
+/// values never overflow the nanosecond clock.
+pub const MAX_DURATION: Nanos = Nanos(100 * 365 * 86_400 * 1_000_000_000);
+
+fn parse_bounded(s: &str) -> Result<Nanos, String> {
+    let d = parse_duration(s).map_err(|e| format!("'{s}' is not a duration: {e}"))?;
+    if d > MAX_DURATION {
+        return Err(format!("'{s}' is longer than 100 years"));
+    }
+    Ok(d)
+}
+
+/// A clock period that may be a fraction of a nanosecond (976.5625 µs),
+/// held exactly in picoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Picos(pub u128);
+
+pub fn parse_picos(s: &str) -> Result<Picos, String> {
+    let t = s.trim();
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = (&t[..end], t[end..].trim());
+    let mult: u128 = match unit {
+        "ns" => 1_000,
+        "us" | "µs" => 1_000_000,
+        "ms" => 1_000_000_000,
+        "s" => 1_000_000_000_000,
+        "" => return Err(format!("'{s}' has no unit (use ns, us, ms or s)")),
+        u => return Err(format!("'{s}': unknown unit '{u}'")),
+    };
+    let (ip, fp) = num.split_once('.').unwrap_or((num, ""));
+    if (ip.is_empty() && fp.is_empty()) || fp.contains('.') {
+        return Err(format!("'{s}' is not a duration"));
+    }
+    let mut v: u128 = if ip.is_empty() {
+        0
+    } else {
+        ip.parse::<u128>()
+            .map_err(|_| format!("'{s}' is too large"))?
+            .checked_mul(mult)
+            .ok_or_else(|| format!("'{s}' is too large"))?
+    };
+    let mut scale = mult;
+    for c in fp.chars() {
+        let dgt = c
+            .to_digit(10)
+            .ok_or_else(|| format!("'{s}' is not a duration"))? as u128;
+        if !scale.is_multiple_of(10) {
+            if dgt != 0 {
+                return Err(format!("'{s}' is finer than a picosecond"));
+            }
+            continue;
+        }
+        scale /= 10;
+        v += dgt * scale;
+    }
+    if v == 0 || v > u64::MAX as u128 {
+        return Err(format!("'{s}' must be between 1 ps and 213 days"));
+    }
+    Ok(Picos(v))
+}
+
+impl<'de> Deserialize<'de> for Picos {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_picos(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A distribution of durations: `"1ms"` (constant), `{ uniform = ["6ms",
+/// "7ms"] }`, `{ exp = "2ms" }` (exponential with that mean, capped at 20×
+/// the mean so one draw cannot swallow a run), or `{ choice = ["1ms",
+/// "5ms"] }` (equally likely values).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dist {
+    Const(Nanos),
+    Uniform(Nanos, Nanos),
+    Exp(Nanos),
+    Choice(Vec<Nanos>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DistTable {
+    uniform: Option<[Dur; 2]>,
+    exp: Option<Dur>,
+    choice: Option<Vec<Dur>>,
+}
+
+impl<'de> Deserialize<'de> for Dist {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            S(String),
+            T(DistTable),
+        }
+        use serde::de::Error;
+        match Repr::deserialize(d).map_err(|_| {
+            D::Error::custom(
+                "expected a duration (\"1ms\") or a table { uniform = [lo, hi] } / { exp = mean } / { choice = [...] }",
+            )
+        })? {
+            Repr::S(s) => parse_bounded(&s).map(Dist::Const).map_err(D::Error::custom),
+            Repr::T(t) => match (t.uniform, t.exp, t.choice) {
+                (Some([a, b]), None, None) => {
+                    if b.0 < a.0 {
+                        Err(D::Error::custom("uniform: upper bound below lower bound"))
+                    } else {
+                        Ok(Dist::Uniform(a.0, b.0))
+                    }
+                }
+                (None, Some(m), None) => Ok(Dist::Exp(m.0)),
+                (None, None, Some(v)) if !v.is_empty() => {
+                    Ok(Dist::Choice(v.into_iter().map(|x| x.0).collect()))
+                }
+                _ => Err(D::Error::custom(
+                    "a distribution has exactly one of uniform, exp, choice (non-empty)",
+                )),
+            },
+        }
+    }
+}
+
+impl Dist {
+    pub fn mean(&self) -> Nanos {
+        match self {
+            Dist::Const(x) => *x,
+            Dist::Uniform(a, b) => Nanos((a.0 + b.0) / 2),
+            Dist::Exp(m) => *m,
+            Dist::Choice(v) => Nanos(v.iter().map(|x| x.0).sum::<u64>() / v.len().max(1) as u64),
+        }
+    }
+    pub fn max(&self) -> Nanos {
+        match self {
+            Dist::Const(x) => *x,
+            Dist::Uniform(_, b) => *b,
+            Dist::Exp(m) => Nanos(m.0.saturating_mul(20)),
+            Dist::Choice(v) => v.iter().copied().max().unwrap_or(Nanos::ZERO),
+        }
+    }
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct SimSection {
+    pub duration: Option<Dur>,
+    pub seed: Option<u64>,
+    #[serde(default = "one")]
+    pub cpus: u32,
+    pub quantum: Option<Dur>,
+    pub admission_cap: Option<f64>,
+    #[serde(default = "yes")]
+    pub admission: bool,
+    /// "7ms/50ms": reservation for the time-sharing class.
+    pub timeshare_reservation: Option<String>,
+    /// Latencies above this go to the spike log (default: 1 ms).
+    pub spike_threshold: Option<Dur>,
+    pub description: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+
+impl Default for SimSection {
+    fn default() -> Self {
+        SimSection {
+            duration: None,
+            seed: None,
+            cpus: 1,
+            quantum: None,
+            admission_cap: None,
+            admission: true,
+            timeshare_reservation: None,
+            spike_threshold: None,
+            description: None,
+        }
+    }
+}
+
+#[derive(Deserialize, Clone, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ClockSection {
+    /// "tick" (periodic interrupt) or "oneshot" (precise timers).
+    pub kind: Option<Spanned<String>>,
+    pub period: Option<Picos>,
+    pub hz: Option<u32>,
+    /// Time the clock interrupt handler takes (stolen, invisible).
+    pub cost: Option<Dur>,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct TimerSpec {
+    pub name: Spanned<String>,
+    pub period: Dur,
+    /// "rounding" (seed 000's multimedia timer), "fixed" (its fix).
+    pub mode: Spanned<String>,
+    /// Task released by each firing.
+    pub task: Spanned<String>,
+    #[serde(default)]
+    pub cpu: u32,
+    /// Cost of the timer DPC that runs the expiry (before the task runs).
+    pub dpc_cost: Option<Dur>,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ReserveSpec {
+    pub amount: Dur,
+    pub period: Dur,
+    /// "rez", "rez-c", "rez-fb".
+    pub kind: Option<Spanned<String>>,
+    #[serde(default = "yes")]
+    pub hard: bool,
+    /// Static over-reservation as a fraction (0.24 = 24% more).
+    #[serde(default)]
+    pub over: f64,
+    /// Rez-FB gain G.
+    pub gain: Option<f64>,
+    /// Rez-FB request clamps.
+    pub min: Option<Dur>,
+    pub max: Option<Dur>,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct CriticalSpec {
+    pub lock: Spanned<String>,
+    /// Computation before taking the lock.
+    #[serde(default)]
+    pub at: Dur,
+    /// Time the lock is held (computation inside the critical section).
+    pub hold: Option<Dist>,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    pub name: Spanned<String>,
+    /// "periodic", "timer" (released by a [[timer]]), "background" (always
+    /// busy), "drainer" (woken by data on a [[stream]]), "sleeper" (sleeps
+    /// `sleep` after each job).
+    pub kind: Spanned<String>,
+    #[serde(default)]
+    pub cpu: u32,
+    pub priority: Option<u8>,
+    /// "fixed" (default with a priority), "edf", "timeshare".
+    pub class: Option<Spanned<String>>,
+    pub reserve: Option<ReserveSpec>,
+    pub period: Option<Dur>,
+    #[serde(default)]
+    pub phase: Dur,
+    pub sleep: Option<Dist>,
+    pub exec: Option<Dist>,
+    /// Relative deadline (default: the period; with `buffers`, (n−1)·period).
+    pub deadline: Option<Dur>,
+    /// n buffers of one period each: a job finishing later than (n−1)
+    /// periods after its release is an underrun (seed 002).
+    pub buffers: Option<u32>,
+    pub critical: Option<CriticalSpec>,
+    /// Stop releasing jobs after this time.
+    pub stop: Option<Dur>,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct LockSpec {
+    pub name: Spanned<String>,
+    /// "none", "inherit", "ceiling".
+    pub protocol: Spanned<String>,
+    pub ceiling: Option<u8>,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct NoiseSpec {
+    pub name: Spanned<String>,
+    /// "periodic", "poisson", "bursty", "disk".
+    pub kind: Spanned<String>,
+    #[serde(default)]
+    pub cpu: u32,
+    /// "dpc" (bottom half, visible to stolen-time instrumentation), "irq"
+    /// (hard interrupt, invisible), "stall" (bus stall: stops everything,
+    /// the clock too), "steal" (hypervisor: stops the whole vCPU).
+    pub level: Option<Spanned<String>>,
+    pub period: Option<Dur>,
+    #[serde(default)]
+    pub phase: Dur,
+    #[serde(default)]
+    pub jitter: Dur,
+    /// Mean arrivals per second (poisson, bursty).
+    pub rate: Option<f64>,
+    pub duration: Option<Dist>,
+    /// bursty: mean length of on and off phases.
+    pub burst_on: Option<Dur>,
+    pub burst_off: Option<Dur>,
+    /// disk: "dma" or "pio", bytes/s delivered by the disk, bytes per
+    /// transfer, bytes/s the CPU copies in PIO, interrupt cost per transfer.
+    pub mode: Option<Spanned<String>>,
+    pub disk_bytes_per_s: Option<f64>,
+    pub transfer_bytes: Option<u64>,
+    pub pio_bytes_per_s: Option<f64>,
+    pub irq_cost: Option<Dur>,
+    pub start: Option<Dur>,
+    pub stop: Option<Dur>,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct StreamSpec {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub cpu: u32,
+    /// Items (packets) per second while sending.
+    pub rate: Option<f64>,
+    /// Alternative to `rate`: link rate and item size.
+    pub mbit_s: Option<f64>,
+    pub item_bytes: Option<u64>,
+    /// Items the receive buffer holds.
+    pub capacity: u64,
+    /// true: the sender stops when the buffer is full (TCP window); false:
+    /// arrivals into a full buffer are lost (a ring such as VMBus).
+    #[serde(default)]
+    pub flow_control: bool,
+    pub drained_by: Spanned<String>,
+    /// Per item: hard-interrupt cost (invisible) and DPC cost (visible).
+    #[serde(default)]
+    pub irq_cost: Dur,
+    #[serde(default)]
+    pub dpc_cost: Dur,
+    /// "periodic" (default) or "poisson" arrivals.
+    pub arrivals: Option<Spanned<String>>,
+    pub start: Option<Dur>,
+    pub stop: Option<Dur>,
+}
+
+#[derive(Deserialize, Clone, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    #[serde(default)]
+    pub sim: SimSection,
+    #[serde(default)]
+    pub clock: ClockSection,
+    #[serde(default)]
+    pub timer: Vec<TimerSpec>,
+    #[serde(default)]
+    pub task: Vec<TaskSpec>,
+    #[serde(default)]
+    pub lock: Vec<LockSpec>,
+    #[serde(default)]
+    pub noise: Vec<NoiseSpec>,
+    #[serde(default)]
+    pub stream: Vec<StreamSpec>,
+}
+
+/// A parsed scenario with the text it came from (kept so that semantic
+/// errors can be located and the record can carry it).
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub file: String,
+    pub text: String,
+    pub spec: ScenarioFile,
+}
+
+impl Scenario {
+    /// Parses `text` (named `file` in errors) after applying `key=value`
+    /// overrides. Keys are dotted paths; arrays of tables are addressed by
+    /// the entry's `name` or index: `task.t2.reserve.over`, `noise.0.rate`.
+    pub fn parse(
+        file: &str,
+        text: &str,
+        overrides: &[(String, String)],
+    ) -> Result<Self, ScenarioError> {
+        let text = if overrides.is_empty() {
+            text.to_string()
+        } else {
+            apply_overrides(file, text, overrides)?
+        };
+        let spec: ScenarioFile = toml::from_str(&text).map_err(|e| {
+            let (line, column) = e.span().map(|s| line_col(&text, s.start)).unwrap_or((0, 0));
+            ScenarioError {
+                file: file.to_string(),
+                line,
+                column,
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        Ok(Scenario {
+            file: file.to_string(),
+            text,
+            spec,
+        })
+    }
+
+    pub fn error_at(
+        &self,
+        span: std::ops::Range<usize>,
+        message: impl Into<String>,
+    ) -> ScenarioError {
+        let (line, column) = line_col(&self.text, span.start);
+        ScenarioError {
+            file: self.file.clone(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    pub fn error(&self, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            file: self.file.clone(),
+            line: 0,
+            column: 0,
+            message: message.into(),
+        }
+    }
+}
+
+fn apply_overrides(
+    file: &str,
+    text: &str,
+    overrides: &[(String, String)],
+) -> Result<String, ScenarioError> {
+    let err = |m: String| ScenarioError {
+        file: file.to_string(),
+        line: 0,
+        column: 0,
+        message: m,
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
+        ScenarioError {
+            file: file.to_string(),
+            line,
+            column,
+            message: e.message().trim().to_string(),
+        }
+    })?;
+    for (key, raw) in overrides {
+        let parts: Vec<&str> = key.split('.').collect();
+        if parts.iter().any(|p| p.is_empty()) {
+            return Err(err(format!("--set '{key}': empty path component")));
+        }
+        // A value that is valid TOML (7, 0.5, true, "x") is taken as such;
+        // anything else (2ms, rez-c) as a string.
+        let value: toml_edit::Value = format!("v = {raw}")
+            .parse::<toml_edit::DocumentMut>()
+            .ok()
+            .and_then(|d| d.get("v").and_then(|i| i.as_value()).cloned())
+            .unwrap_or_else(|| toml_edit::Value::from(raw.as_str()));
+        set_path(doc.as_table_mut(), &parts, value, key).map_err(err)?;
+    }
+    Ok(doc.to_string())
+}
+
+fn set_path(
+    tl: &mut dyn toml_edit::TableLike,
+    parts: &[&str],
+    value: toml_edit::Value,
+    key: &str,
+) -> Result<(), String> {
+    let p = parts[0];
+    if parts.len() == 1 {
+        tl.insert(p, toml_edit::Item::Value(value));
+        return Ok(());
+    }
+    if tl.get(p).is_none() {
+        tl.insert(p, toml_edit::Item::Table(toml_edit::Table::new()));
+    }
+    let child = tl.get_mut(p).expect("present");
+    if let Some(arr) = child.as_array_of_tables_mut() {
+        let sel = parts[1];
+        let idx = match sel.parse::<usize>() {
+            Ok(n) => Some(n),
+            Err(_) => arr
+                .iter()
+                .position(|t| t.get("name").and_then(|n| n.as_str()) == Some(sel)),
+        };
+        let Some(t) = idx.and_then(|i| arr.get_mut(i)) else {
+            return Err(format!(
+                "--set '{key}': no [[{p}]] named or numbered '{sel}'"
+            ));
+        };
+        if parts.len() == 2 {
+            return Err(format!(
+                "--set '{key}': names a whole [[{p}]] entry, not a field"
+            ));
+        }
+        return set_path(t, &parts[2..], value, key);
+    }
+    if let Some(v) = child.as_value_mut() {
+        if let Some(t) = v.as_inline_table_mut() {
+            return set_path(t, &parts[1..], value, key);
+        }
+        return Err(format!("--set '{key}': '{p}' is a value, not a table"));
+    }
+    let t = child
+        .as_table_like_mut()
+        .ok_or_else(|| format!("--set '{key}': '{p}' is not a table"))?;
+    set_path(t, &parts[1..], value, key)
+}
+
+/// Parses a "`a..b/step`" sweep into its values (at most 10 000).
+pub fn sweep_values(spec: &str) -> Result<Vec<String>, String> {
+    let (range, step) = spec
+        .split_once('/')
+        .ok_or_else(|| format!("sweep '{spec}' must look like a..b/step"))?;
+    let (a, b) = range
+        .split_once("..")
+        .ok_or_else(|| format!("sweep '{spec}' must look like a..b/step"))?;
+    // Durations sweep as durations, everything else as numbers.
+    if let (Ok(x), Ok(y), Ok(s)) = (parse_duration(a), parse_duration(b), parse_duration(step)) {
+        if s.is_zero() || y < x {
+            return Err(format!("sweep '{spec}': step must be positive and a ≤ b"));
+        }
+        let n = (y.0 - x.0) / s.0 + 1;
+        if n > 10_000 {
+            return Err(format!("sweep '{spec}' has {n} points; at most 10000"));
+        }
+        return Ok((0..n).map(|i| format!("\"{}ns\"", x.0 + i * s.0)).collect());
+    }
+    let p = |t: &str| {
+        t.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("sweep '{spec}': '{t}' is neither a number nor a duration"))
+    };
+    let (x, y, s) = (p(a)?, p(b)?, p(step)?);
+    if s.is_nan() || s <= 0.0 || y < x || !x.is_finite() || !y.is_finite() {
+        return Err(format!("sweep '{spec}': step must be positive and a ≤ b"));
+    }
+    let n = ((y - x) / s + 1e-9).floor() as u64 + 1;
+    if n > 10_000 {
+        return Err(format!("sweep '{spec}' has {n} points; at most 10000"));
+    }
+    let integral = [a, b, step].iter().all(|t| t.trim().parse::<i64>().is_ok());
+    Ok((0..n)
+        .map(|i| {
+            let v = x + i as f64 * s;
+            if integral {
+                format!("{}", v.round() as i64)
+            } else {
+                let r = (v * 1e9).round() / 1e9;
+                format!("{r:?}")
+            }
+        })
+        .collect())
+}
+
+/// Splits "`key=value`".
+pub fn parse_set(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' must look like key=value"))?;
+    if k.trim().is_empty() {
+        return Err(format!("'{s}': empty key"));
+    }
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+/// Names of things, for cross-references.
+pub(crate) fn index_by_name<T>(items: &[T], name: impl Fn(&T) -> &str) -> BTreeMap<String, usize> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (name(t).to_string(), i))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picoseconds_are_exact() {
+        assert_eq!(parse_picos("976.5625us").unwrap(), Picos(976_562_500));
+        assert_eq!(parse_picos("1ms").unwrap(), Picos(1_000_000_000));
+        assert!(parse_picos("1").is_err());
+        assert!(parse_picos("0ms").is_err());
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let text = "[sim]\nduration = \"1s\"\n\n[[task]]\nname = \"a\"\nkind = \"periodic\"\nperiodd = \"1ms\"\n";
+        let e = Scenario::parse("x.toml", text, &[]).unwrap_err();
+        assert_eq!(e.line, 7, "{e}");
+        assert!(e.to_string().starts_with("x.toml:7:"), "{e}");
+        assert!(e.message.contains("periodd"), "{e}");
+        let e = Scenario::parse("x.toml", "[sim]\nduration = \"-1ms\"\n", &[]).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("-1ms"), "{e}");
+    }
+
+    #[test]
+    fn overrides_reach_named_entries() {
+        let text = "[sim]\nduration = \"1s\"\n[[task]]\nname = \"a\"\nkind = \"periodic\"\nperiod = \"1ms\"\n[[task]]\nname = \"b\"\nkind = \"background\"\n";
+        let s = Scenario::parse(
+            "x",
+            text,
+            &[
+                ("task.b.priority".into(), "7".into()),
+                ("sim.duration".into(), "2s".into()),
+                ("task.0.period".into(), "\"3ms\"".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.spec.task[1].priority, Some(7));
+        assert_eq!(s.spec.task[0].period, Some(Dur(Nanos::from_ms(3))));
+        assert_eq!(s.spec.sim.duration, Some(Dur(Nanos::from_secs(2))));
+        assert!(Scenario::parse("x", text, &[("task.zz.priority".into(), "1".into())]).is_err());
+    }
+
+    #[test]
+    fn sweeps() {
+        assert_eq!(sweep_values("1..3/1").unwrap(), vec!["1", "2", "3"]);
+        assert_eq!(
+            sweep_values("-0.1..0.1/0.1").unwrap(),
+            vec!["-0.1", "0.0", "0.1"]
+        );
+        assert_eq!(sweep_values("1ms..2ms/500us").unwrap().len(), 3);
+        assert!(sweep_values("3..1/1").is_err());
+        assert!(sweep_values("1..3").is_err());
+    }
+}

@@ -1,0 +1,886 @@
+//! The flight recorder a probe runs beside: start it on the probed CPUs,
+//! run the probe, stop it, and let the [`Trace`] name the causes of the
+//! record's spikes and stolen time.
+//!
+//! A reader thread drains each CPU's binary ring (`trace_pipe_raw`, non-
+//! blocking) every `poll` and feeds the attribution state machine as it
+//! goes, so memory is bounded by the segment store, not by run length.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use punctual_record::{KernelView, Metric, Nanos, Record, SourceShare, Warning};
+use serde::{Deserialize, Serialize};
+
+use crate::attribute::{Attributor, SourceTotal, Symbols, WindowSplit};
+use crate::event::{load_formats, Decoder};
+use crate::format::{HeaderEvent, HeaderPage};
+use crate::ring::parse_page;
+use crate::tracefs::{Instance, NoTracing, JOURNAL_DIR};
+
+/// The events recorded, as `system/event`; those this kernel lacks are
+/// skipped (and listed in the summary).
+///
+/// `sched_wakeup` is optional: attribution takes names and priorities from
+/// `sched_switch`, and the wakeup event sits on the probe's own wake-up
+/// path (one more ring write before the thread runs), which the overhead
+/// benchmark shows in the p50.
+pub fn wanted_events(tracefs_events: &Path, wakeups: bool) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "irq/irq_handler_entry",
+        "irq/irq_handler_exit",
+        "irq/softirq_entry",
+        "irq/softirq_exit",
+        "sched/sched_switch",
+        "workqueue/workqueue_execute_start",
+        "workqueue/workqueue_execute_end",
+        "nmi/nmi_handler",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if wakeups {
+        v.push("sched/sched_wakeup".into());
+    }
+    // Every x86 system vector that has an entry/exit pair.
+    if let Ok(rd) = std::fs::read_dir(tracefs_events.join("irq_vectors")) {
+        let mut names: Vec<String> = rd
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with("_entry") || n.ends_with("_exit"))
+            .collect();
+        names.sort();
+        v.extend(names.into_iter().map(|n| format!("irq_vectors/{n}")));
+    }
+    v
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Ring size per CPU; a larger ring survives longer reader stalls.
+    pub buffer_kb: u32,
+    /// Segments kept per CPU (24 bytes each) for window attribution.
+    pub max_segments: usize,
+    /// How often the reader drains the rings.
+    pub poll: Duration,
+    pub journal_dir: PathBuf,
+    /// CPUs the reader thread may run on (default: any CPU not probed,
+    /// so the recorder does not add itself to what it measures).
+    pub reader_cpus: Option<Vec<u32>>,
+    /// Also record `sched:sched_wakeup` (see [`wanted_events`]).
+    pub wakeups: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            buffer_kb: 4096,
+            max_segments: 2_000_000,
+            poll: Duration::from_millis(100),
+            journal_dir: PathBuf::from(JOURNAL_DIR),
+            reader_cpus: None,
+            wakeups: false,
+        }
+    }
+}
+
+/// The kernel's own per-CPU counters, for the side-by-side comparison.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelSnap {
+    /// cpu → (irq, softirq, steal) in ns.
+    pub stat: BTreeMap<u32, (u64, u64, u64)>,
+    /// cpu → interrupt name → count.
+    pub interrupts: BTreeMap<u32, BTreeMap<String, u64>>,
+}
+
+impl KernelSnap {
+    pub fn read() -> KernelSnap {
+        let hz = {
+            // SAFETY: sysconf has no memory effects.
+            let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+            if v > 0 {
+                v as u64
+            } else {
+                100
+            }
+        };
+        KernelSnap {
+            stat: parse_proc_stat(
+                &std::fs::read_to_string("/proc/stat").unwrap_or_default(),
+                hz,
+            ),
+            interrupts: parse_interrupts(
+                &std::fs::read_to_string("/proc/interrupts").unwrap_or_default(),
+            ),
+        }
+    }
+
+    /// What happened on `cpu` between `self` and `later`.
+    pub fn delta(&self, later: &KernelSnap, cpu: u32) -> KernelView {
+        let (a, b) = (
+            self.stat.get(&cpu).copied().unwrap_or_default(),
+            later.stat.get(&cpu).copied().unwrap_or_default(),
+        );
+        let mut interrupts = BTreeMap::new();
+        if let (Some(x), Some(y)) = (self.interrupts.get(&cpu), later.interrupts.get(&cpu)) {
+            for (k, v) in y {
+                let d = v.saturating_sub(x.get(k).copied().unwrap_or(0));
+                if d > 0 {
+                    interrupts.insert(k.clone(), d);
+                }
+            }
+        }
+        KernelView {
+            irq_ns: Nanos(b.0.saturating_sub(a.0)),
+            softirq_ns: Nanos(b.1.saturating_sub(a.1)),
+            steal_ns: Nanos(b.2.saturating_sub(a.2)),
+            interrupts,
+        }
+    }
+}
+
+/// `cpuN user nice system idle iowait irq softirq steal …` in USER_HZ ticks.
+pub fn parse_proc_stat(text: &str, hz: u64) -> BTreeMap<u32, (u64, u64, u64)> {
+    let ns = |t: u64| t * (1_000_000_000 / hz.max(1));
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let cpu: u32 = it.next()?.strip_prefix("cpu")?.parse().ok()?;
+            let v: Vec<u64> = it.filter_map(|x| x.parse().ok()).collect();
+            Some((cpu, (ns(*v.get(5)?), ns(*v.get(6)?), ns(*v.get(7)?))))
+        })
+        .collect()
+}
+
+/// `/proc/interrupts`, per CPU, keyed by the line's device name (numbered
+/// lines) or its label (`LOC`, `RES`…).
+pub fn parse_interrupts(text: &str) -> BTreeMap<u32, BTreeMap<String, u64>> {
+    let mut lines = text.lines();
+    let cpus: Vec<u32> = match lines.next() {
+        Some(h) => h
+            .split_whitespace()
+            .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
+            .collect(),
+        None => return BTreeMap::new(),
+    };
+    let mut out: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
+    for l in lines {
+        let Some((label, rest)) = l.split_once(':') else {
+            continue;
+        };
+        let label = label.trim();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let counts: Vec<u64> = fields
+            .iter()
+            .take(cpus.len())
+            .map_while(|f| f.parse().ok())
+            .collect();
+        if counts.len() != cpus.len() {
+            continue;
+        }
+        let name = if label.chars().all(|c| c.is_ascii_digit()) {
+            fields.last().map(|s| s.to_string()).unwrap_or_default()
+        } else {
+            label.to_string()
+        };
+        for (c, n) in cpus.iter().zip(counts) {
+            *out.entry(*c).or_default().entry(name.clone()).or_default() += n;
+        }
+    }
+    out
+}
+
+struct ReaderOut {
+    attributor: Attributor,
+    pages: u64,
+    events: u64,
+    missed_pages: BTreeMap<u32, u64>,
+    missed_counted: BTreeMap<u32, u64>,
+    malformed: u64,
+    cpu_time_ns: u64,
+}
+
+fn thread_cpu_time() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn mono_now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A running recording. Dropping it without [`FlightRecorder::stop`]
+/// still stops the reader and removes the instance.
+pub struct FlightRecorder {
+    instance: Option<Instance>,
+    cpus: Vec<u32>,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<ReaderOut>>,
+    started_ns: u64,
+    before: KernelSnap,
+    enabled: Vec<String>,
+    missing: Vec<String>,
+    opts: Options,
+}
+
+impl std::fmt::Debug for FlightRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlightRecorder")
+            .field("cpus", &self.cpus)
+            .field("started_ns", &self.started_ns)
+            .finish()
+    }
+}
+
+impl FlightRecorder {
+    /// Creates the instance, enables the events, starts the reader and
+    /// switches tracing on. Any failure leaves nothing behind and says why
+    /// in one sentence (to be shown as `Warning::NoTracing`).
+    pub fn start(cpus: &[u32], opts: &Options) -> Result<FlightRecorder, NoTracing> {
+        let mut inst = Instance::create(&opts.journal_dir)?;
+        let fail = |what: &str, e: &dyn std::fmt::Display| NoTracing(format!("{what}: {e}"));
+        inst.set("trace_clock", "mono")
+            .map_err(|e| fail("cannot set the trace clock to mono", &e))?;
+        inst.set("buffer_size_kb", &opts.buffer_kb.to_string())
+            .map_err(|e| fail("cannot size the trace buffer", &e))?;
+        // Overwrite mode is the default; losses are then seen in the page
+        // headers, so they are counted rather than stalling the writer.
+        let events_dir = inst.root().join("events");
+        let hp = crate::tracefs::read_file(&events_dir.join("header_page"))
+            .map_err(|e| fail("cannot read events/header_page", &e))
+            .and_then(|t| HeaderPage::parse(&t).map_err(|e| fail("events/header_page", &e)))?;
+        let he = crate::tracefs::read_file(&events_dir.join("header_event"))
+            .map_err(|e| fail("cannot read events/header_event", &e))
+            .and_then(|t| HeaderEvent::parse(&t).map_err(|e| fail("events/header_event", &e)))?;
+        let wanted = wanted_events(&events_dir, opts.wakeups);
+        let mut enabled = Vec::new();
+        let mut missing = Vec::new();
+        for e in wanted {
+            if inst.enable_event(&e) {
+                enabled.push(e);
+            } else {
+                missing.push(e);
+            }
+        }
+        if !enabled.iter().any(|e| e == "sched/sched_switch") {
+            return Err(NoTracing("the sched_switch event is not available".into()));
+        }
+        let formats = load_formats(&events_dir, &enabled);
+        let decoder =
+            Decoder::new(&formats).map_err(|e| fail("cannot use the event formats", &e))?;
+        let mut files = Vec::new();
+        for &c in cpus {
+            let p = inst.path().join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&p)
+                .map_err(|e| fail(&format!("cannot open {}", p.display()), &e))?;
+            files.push((c, f));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let online = crate::recorder::online_cpus();
+        let reader_cpus = opts.reader_cpus.clone().unwrap_or_else(|| {
+            let v: Vec<u32> = online
+                .iter()
+                .copied()
+                .filter(|c| !cpus.contains(c))
+                .collect();
+            if v.is_empty() {
+                online.clone()
+            } else {
+                v
+            }
+        });
+        let max_segments = opts.max_segments;
+        let poll = opts.poll;
+        let s2 = Arc::clone(&stop);
+        let reader = std::thread::Builder::new()
+            .name("punctual-trace".into())
+            .spawn(move || {
+                pin(&reader_cpus);
+                read_loop(files, hp, he, decoder, max_segments, poll, s2)
+            })
+            .map_err(|e| fail("cannot start the trace reader", &e))?;
+        let before = KernelSnap::read();
+        let started_ns = mono_now();
+        if let Err(e) = inst.set("tracing_on", "1") {
+            stop.store(true, Ordering::Relaxed);
+            let _ = reader.join();
+            return Err(fail("cannot switch tracing on", &e));
+        }
+        Ok(FlightRecorder {
+            instance: Some(inst),
+            cpus: cpus.to_vec(),
+            stop,
+            reader: Some(reader),
+            started_ns,
+            before,
+            enabled,
+            missing,
+            opts: opts.clone(),
+        })
+    }
+
+    pub fn instance_path(&self) -> Option<&Path> {
+        self.instance.as_ref().map(|i| i.path())
+    }
+
+    /// Stops tracing, drains what is left, removes the instance (tracefs
+    /// state restored) and returns the trace.
+    pub fn stop(mut self) -> Result<Trace, NoTracing> {
+        let stopped_ns = mono_now();
+        if let Some(i) = self.instance.as_mut() {
+            let _ = i.set("tracing_on", "0");
+        }
+        let after = KernelSnap::read();
+        self.stop.store(true, Ordering::Relaxed);
+        let out = self
+            .reader
+            .take()
+            .and_then(|h| h.join().ok())
+            .ok_or_else(|| NoTracing("the trace reader failed".into()))?;
+        // Overruns the kernel counted that no page header showed.
+        let mut lost = BTreeMap::new();
+        if let Some(i) = self.instance.as_ref() {
+            for &c in &self.cpus {
+                let stats =
+                    crate::tracefs::read_file(&i.path().join(format!("per_cpu/cpu{c}/stats")))
+                        .unwrap_or_default();
+                let field = |k: &str| -> u64 {
+                    stats
+                        .lines()
+                        .find_map(|l| l.strip_prefix(k))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0)
+                };
+                let kernel = field("overrun:") + field("dropped events:");
+                let seen = out.missed_counted.get(&c).copied().unwrap_or(0);
+                let pages = out.missed_pages.get(&c).copied().unwrap_or(0);
+                lost.insert(c, kernel.max(seen).max(pages));
+            }
+        }
+        let close = self.instance.take().map(|mut i| i.close());
+        let mut attributor = out.attributor;
+        attributor.finish(stopped_ns);
+        let symbols = if attributor_has_kworkers(&attributor) {
+            Symbols::parse(&std::fs::read_to_string("/proc/kallsyms").unwrap_or_default())
+        } else {
+            Symbols::default()
+        };
+        let kernel = self
+            .cpus
+            .iter()
+            .map(|&c| (c, self.before.delta(&after, c)))
+            .collect();
+        let mut cleanup_problem = None;
+        if let Some(Err(e)) = close {
+            cleanup_problem = Some(e);
+        }
+        Ok(Trace {
+            attributor,
+            symbols,
+            cpus: self.cpus.clone(),
+            lost,
+            started_ns: self.started_ns,
+            stopped_ns,
+            kernel,
+            reader_cpu_ns: out.cpu_time_ns,
+            pages: out.pages,
+            events: out.events,
+            malformed: out.malformed,
+            enabled: std::mem::take(&mut self.enabled),
+            missing: std::mem::take(&mut self.missing),
+            buffer_kb: self.opts.buffer_kb,
+            cleanup_problem,
+        })
+    }
+}
+
+impl Drop for FlightRecorder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(i) = self.instance.as_mut() {
+            let _ = i.set("tracing_on", "0");
+        }
+        // The reader's open files would keep the instance busy.
+        if let Some(h) = self.reader.take() {
+            let _ = h.join();
+        }
+        self.instance.take();
+    }
+}
+
+fn attributor_has_kworkers(a: &Attributor) -> bool {
+    a.has_kind(crate::attribute::Kind::Kworker)
+}
+
+/// Online CPUs from sysfs.
+pub fn online_cpus() -> Vec<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut v = Vec::new();
+    for part in text.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+            v.extend(a..=b);
+        }
+    }
+    v
+}
+
+fn pin(cpus: &[u32]) {
+    // SAFETY: cpu_set_t is plain data; indices are bounded by CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            if (c as usize) < libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(c as usize, &mut set);
+            }
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn read_loop(
+    mut files: Vec<(u32, File)>,
+    hp: HeaderPage,
+    he: HeaderEvent,
+    decoder: Decoder,
+    max_segments: usize,
+    poll: Duration,
+    stop: Arc<AtomicBool>,
+) -> ReaderOut {
+    let mut out = ReaderOut {
+        attributor: Attributor::new(max_segments),
+        pages: 0,
+        events: 0,
+        missed_pages: BTreeMap::new(),
+        missed_counted: BTreeMap::new(),
+        malformed: 0,
+        cpu_time_ns: 0,
+    };
+    let mut buf = vec![0u8; hp.page_size()];
+    let mut last_ts: BTreeMap<u32, u64> = BTreeMap::new();
+    loop {
+        // Read the flag before draining: after it is set (tracing already
+        // off) one more full drain empties the rings.
+        let last_round = stop.load(Ordering::Relaxed);
+        for (cpu, f) in files.iter_mut() {
+            let cpu = *cpu;
+            loop {
+                let n = match f.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                };
+                let Ok(page) = parse_page(&buf[..n], &hp, &he) else {
+                    out.malformed += 1;
+                    continue;
+                };
+                out.pages += 1;
+                out.malformed += page.malformed;
+                if page.missed {
+                    *out.missed_pages.entry(cpu).or_default() += 1;
+                    let count = page.missed_count.unwrap_or(0);
+                    *out.missed_counted.entry(cpu).or_default() += count;
+                    let from = last_ts.get(&cpu).copied().unwrap_or(0);
+                    let to = page.events.first().map(|e| e.ts).unwrap_or(page.base_ts);
+                    out.attributor.lost(cpu, from, to, count.max(1));
+                }
+                for ev in &page.events {
+                    if let Some(d) = decoder.decode(ev.ts, ev.data) {
+                        out.attributor.feed(cpu, &d);
+                        out.events += 1;
+                    }
+                }
+                if let Some(e) = page.events.last() {
+                    last_ts.insert(cpu, e.ts);
+                }
+            }
+        }
+        if last_round {
+            break;
+        }
+        // Sleep in short steps so a stop is seen quickly.
+        let mut slept = Duration::ZERO;
+        while slept < poll && !stop.load(Ordering::Relaxed) {
+            let step = Duration::from_millis(10).min(poll - slept);
+            std::thread::sleep(step);
+            slept += step;
+        }
+    }
+    out.cpu_time_ns = thread_cpu_time();
+    out
+}
+
+/// A probe thread and its time origin, so the record's relative times
+/// become trace timestamps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeThread {
+    pub cpu: u32,
+    pub tid: i32,
+    /// CLOCK_MONOTONIC of the probe's time zero on this CPU (spike
+    /// `at_ns` values are relative to it).
+    pub origin: Nanos,
+    /// How long it observed from `origin`.
+    pub span: Nanos,
+    /// Absolute (CLOCK_MONOTONIC) stretches inside the span the probe did
+    /// not observe (its own pauses): left out of the accounting.
+    pub excluded: Vec<(Nanos, Nanos)>,
+}
+
+/// A finished recording.
+#[derive(Debug)]
+pub struct Trace {
+    pub attributor: Attributor,
+    pub symbols: Symbols,
+    pub cpus: Vec<u32>,
+    /// Events lost per CPU (ring overruns).
+    pub lost: BTreeMap<u32, u64>,
+    pub started_ns: u64,
+    pub stopped_ns: u64,
+    pub kernel: BTreeMap<u32, KernelView>,
+    /// CPU time the reader thread used.
+    pub reader_cpu_ns: u64,
+    pub pages: u64,
+    pub events: u64,
+    pub malformed: u64,
+    pub enabled: Vec<String>,
+    pub missing: Vec<String>,
+    pub buffer_kb: u32,
+    /// Set when the instance could not be fully cleaned up.
+    pub cleanup_problem: Option<String>,
+}
+
+/// Whole-run accounting of one CPU (GetStolen).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuAccount {
+    pub cpu: u32,
+    pub span_ns: u64,
+    /// Named sources, largest first; `share` is of all stolen time.
+    pub sources: Vec<SourceTotalShare>,
+    /// Time in handlers, softirqs, other threads and kworkers.
+    pub named_ns: u64,
+    pub idle_ns: u64,
+    /// The probe thread itself.
+    pub probe_ns: u64,
+    /// What the probe observed as stolen (noise probe), side by side with
+    /// `named_ns`: it exceeds handler time by cache/TLB refill and by
+    /// hypervisor stalls no guest event shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_observed_ns: Option<u64>,
+    /// `probe_observed_ns - named_ns` when positive: no guest event.
+    pub unexplained_ns: u64,
+    pub lost_events: u64,
+    pub incomplete: bool,
+    pub kernel_irq_ns: u64,
+    pub kernel_softirq_ns: u64,
+    pub kernel_steal_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SourceTotalShare {
+    #[serde(flatten)]
+    pub total: SourceTotal,
+    pub share: f64,
+}
+
+/// What attribution found, stored in `record.extra["cause"]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CauseSummary {
+    pub backend: String,
+    pub trace_clock: String,
+    pub per_cpu: Vec<CpuAccount>,
+    /// All CPUs merged.
+    pub overall: Vec<SourceTotalShare>,
+    pub spikes_attributed: u64,
+    pub spikes_incomplete: u64,
+    /// Over all attributed spikes: time named vs not.
+    pub spike_named_ns: u64,
+    pub spike_unexplained_ns: u64,
+    pub spike_idle_ns: u64,
+    pub events: u64,
+    pub pages: u64,
+    pub events_enabled: Vec<String>,
+    pub events_missing: Vec<String>,
+    pub recorder_cpu_ns: u64,
+    pub recorder_cpu_fraction: f64,
+    pub buffer_kb: u32,
+}
+
+impl Trace {
+    /// The probe thread's window for a spike: a latency spike ends at its
+    /// `at_ns` (the actual wake-up) and began `value_ns` earlier (the
+    /// expected one); a gap starts at `at_ns`.
+    fn spike_window(origin: u64, metric: Metric, at: u64, value: u64) -> (u64, u64) {
+        match metric {
+            Metric::Latency | Metric::Response | Metric::ServiceGap => {
+                let end = origin + at;
+                (end.saturating_sub(value), end)
+            }
+            _ => (origin + at, origin + at + value),
+        }
+    }
+
+    pub fn split(&self, cpu: u32, start: u64, end: u64, self_tids: &[i32]) -> WindowSplit {
+        self.attributor
+            .window(cpu, start, end, self_tids, &self.symbols)
+    }
+
+    /// Like [`Trace::split`] over `[start, end)` minus `excluded`.
+    pub fn split_excluding(
+        &self,
+        cpu: u32,
+        start: u64,
+        end: u64,
+        excluded: &[(Nanos, Nanos)],
+        self_tids: &[i32],
+    ) -> WindowSplit {
+        let mut pieces = Vec::new();
+        let mut t = start;
+        let mut ex: Vec<(u64, u64)> = excluded.iter().map(|(a, b)| (a.0, b.0)).collect();
+        ex.sort();
+        for (a, b) in ex {
+            if b <= t || a >= end {
+                continue;
+            }
+            if a > t {
+                pieces.push((t, a));
+            }
+            t = t.max(b);
+        }
+        if t < end {
+            pieces.push((t, end));
+        }
+        let mut out = WindowSplit::default();
+        let mut merged: BTreeMap<(String, String), SourceTotal> = BTreeMap::new();
+        for (a, b) in pieces {
+            let w = self.split(cpu, a, b, self_tids);
+            out.length_ns += w.length_ns;
+            out.unexplained_ns += w.unexplained_ns;
+            out.idle_ns += w.idle_ns;
+            out.incomplete |= w.incomplete;
+            for s in w.sources {
+                let e = merged
+                    .entry((s.kind.clone(), s.name.clone()))
+                    .or_insert_with(|| SourceTotal {
+                        kind: s.kind.clone(),
+                        name: s.name.clone(),
+                        sched: s.sched.clone(),
+                        ..Default::default()
+                    });
+                e.count += s.count;
+                e.total_ns += s.total_ns;
+                e.max_ns = e.max_ns.max(s.max_ns);
+            }
+        }
+        out.sources = merged.into_values().collect();
+        out.sources.sort_by(|a, b| {
+            b.total_ns
+                .cmp(&a.total_ns)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        out
+    }
+
+    /// Fills `spikes[].causes`, `stolen[].by_source` (and `kernel_view`
+    /// where empty), adds lost-event warnings, and stores the accounting in
+    /// `extra["cause"]`. Probe threads not listed fall back to the record's
+    /// `started_mono_ns` and the recording's span.
+    pub fn attribute(&self, rec: &mut Record, probes: &[ProbeThread]) -> CauseSummary {
+        let mut sum = CauseSummary {
+            backend: "tracefs".into(),
+            trace_clock: "mono".into(),
+            events: self.events,
+            pages: self.pages,
+            events_enabled: self.enabled.clone(),
+            events_missing: self.missing.clone(),
+            recorder_cpu_ns: self.reader_cpu_ns,
+            buffer_kb: self.buffer_kb,
+            ..Default::default()
+        };
+        let span = self.stopped_ns.saturating_sub(self.started_ns).max(1);
+        sum.recorder_cpu_fraction = self.reader_cpu_ns as f64 / span as f64;
+        let probe_for = |cpu: u32| -> (u64, u64, Vec<i32>, Vec<(Nanos, Nanos)>) {
+            match probes.iter().find(|p| p.cpu == cpu) {
+                Some(p) => (p.origin.0, p.span.0, vec![p.tid], p.excluded.clone()),
+                None => {
+                    let o = rec.started_mono_ns.map(|n| n.0).unwrap_or(self.started_ns);
+                    (o, self.stopped_ns.saturating_sub(o), Vec::new(), Vec::new())
+                }
+            }
+        };
+        for s in rec.spikes.iter_mut() {
+            if !self.cpus.contains(&s.cpu) {
+                continue;
+            }
+            let (origin, _, tids, _) = probe_for(s.cpu);
+            let (a, b) = Self::spike_window(origin, s.metric, s.at_ns.0, s.value_ns.0);
+            let w = self.split(s.cpu, a, b, &tids);
+            s.causes = w.to_shares();
+            s.incomplete = w.incomplete;
+            sum.spikes_attributed += 1;
+            sum.spikes_incomplete += w.incomplete as u64;
+            sum.spike_named_ns += w.named_ns();
+            sum.spike_unexplained_ns += w.unexplained_ns;
+            sum.spike_idle_ns += w.idle_ns;
+        }
+        let mut overall: BTreeMap<(String, String), SourceTotal> = BTreeMap::new();
+        for &cpu in &self.cpus {
+            let (origin, pspan, tids, excluded) = probe_for(cpu);
+            let end = origin + pspan;
+            let w = self.split_excluding(cpu, origin, end, &excluded, &tids);
+            let observed = rec
+                .stolen
+                .iter()
+                .find(|st| st.cpu == cpu && st.task.is_none())
+                .map(|st| st.total_ns.0);
+            let named = w.named_ns();
+            let unexplained = observed.map(|o| o.saturating_sub(named)).unwrap_or(0);
+            let denom = (named + unexplained).max(1) as f64;
+            let kv = self.kernel.get(&cpu).cloned().unwrap_or_default();
+            let lost = self.lost.get(&cpu).copied().unwrap_or(0);
+            let acct = CpuAccount {
+                cpu,
+                span_ns: pspan,
+                sources: w
+                    .sources
+                    .iter()
+                    .map(|s| SourceTotalShare {
+                        total: s.clone(),
+                        share: s.total_ns as f64 / denom,
+                    })
+                    .collect(),
+                named_ns: named,
+                idle_ns: w.idle_ns,
+                probe_ns: if tids.is_empty() { 0 } else { w.unexplained_ns },
+                probe_observed_ns: observed,
+                unexplained_ns: unexplained,
+                lost_events: lost,
+                incomplete: w.incomplete && lost > 0,
+                kernel_irq_ns: kv.irq_ns.0,
+                kernel_softirq_ns: kv.softirq_ns.0,
+                kernel_steal_ns: kv.steal_ns.0,
+            };
+            for s in &w.sources {
+                let e = overall
+                    .entry((s.kind.clone(), s.name.clone()))
+                    .or_insert_with(|| SourceTotal {
+                        kind: s.kind.clone(),
+                        name: s.name.clone(),
+                        sched: s.sched.clone(),
+                        ..Default::default()
+                    });
+                e.count += s.count;
+                e.total_ns += s.total_ns;
+                e.max_ns = e.max_ns.max(s.max_ns);
+            }
+            if let Some(st) = rec
+                .stolen
+                .iter_mut()
+                .find(|st| st.cpu == cpu && st.task.is_none())
+            {
+                let mut shares: Vec<SourceShare> = acct
+                    .sources
+                    .iter()
+                    .map(|s| SourceShare {
+                        kind: s.total.kind.clone(),
+                        name: s.total.name.clone(),
+                        count: s.total.count,
+                        total_ns: Nanos(s.total.total_ns),
+                        max_ns: Nanos(s.total.max_ns),
+                        share: s.share,
+                    })
+                    .collect();
+                if unexplained > 0 {
+                    shares.push(SourceShare {
+                        kind: "unexplained".into(),
+                        name: "no guest event".into(),
+                        count: 0,
+                        total_ns: Nanos(unexplained),
+                        max_ns: Nanos::ZERO,
+                        share: unexplained as f64 / denom,
+                    });
+                }
+                st.by_source = shares;
+                if st.kernel_view.is_none() {
+                    st.kernel_view = Some(kv);
+                }
+            }
+            if lost > 0 {
+                rec.warnings.push(Warning::TraceEventsLost { cpu, lost });
+            }
+            sum.per_cpu.push(acct);
+        }
+        let total: u64 = overall.values().map(|s| s.total_ns).sum();
+        let mut ov: Vec<SourceTotalShare> = overall
+            .into_values()
+            .map(|t| SourceTotalShare {
+                share: t.total_ns as f64 / total.max(1) as f64,
+                total: t,
+            })
+            .collect();
+        ov.sort_by_key(|s| std::cmp::Reverse(s.total.total_ns));
+        sum.overall = ov;
+        if let Some(p) = &self.cleanup_problem {
+            rec.warnings.push(Warning::Other {
+                message: format!("tracing cleanup incomplete: {p}; run 'punctual cause --cleanup'"),
+            });
+        }
+        rec.extra.insert(
+            "cause".into(),
+            serde_json::to_value(&sum).unwrap_or(serde_json::Value::Null),
+        );
+        sum
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kernel_counters() {
+        let stat =
+            "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\ncpu1 0 0 0 0 0 10 20 30 0 0\n";
+        let m = parse_proc_stat(stat, 100);
+        assert_eq!(m[&1], (100_000_000, 200_000_000, 300_000_000));
+        assert_eq!(m.len(), 2);
+        let irq = "           CPU0       CPU1\n 36:          0      85539 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\nLOC:      53790      60280   Local timer interrupts\nERR:          0\n";
+        let m = parse_interrupts(irq);
+        assert_eq!(m[&1]["virtio1-req.0"], 85539);
+        assert_eq!(m[&0]["LOC"], 53790);
+    }
+
+    #[test]
+    fn spike_windows_follow_the_probes_conventions() {
+        assert_eq!(
+            Trace::spike_window(1000, Metric::Latency, 500, 200),
+            (1300, 1500)
+        );
+        assert_eq!(
+            Trace::spike_window(1000, Metric::Gap, 500, 200),
+            (1500, 1700)
+        );
+    }
+}
