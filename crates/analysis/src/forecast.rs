@@ -24,6 +24,10 @@ pub const MIN_EXCESSES: u64 = 30;
 /// withheld and only the interval given: a tail fitted on minutes says
 /// little of what happens once a week.
 pub const MAX_EXTRAPOLATION: f64 = 1000.0;
+/// A fitted shape ξ at or above this (infinite mean) withholds extrapolated
+/// point estimates: quantiles of such a fit explode with the span and are
+/// not credible from a short record.
+pub const MAX_SHAPE: f64 = 1.0;
 /// Fewer observed exceedances than this and a probability is taken from
 /// the fitted tail instead: 10 events bound a rate within about ×2.
 pub const MIN_OBSERVED_EVENTS: u64 = 10;
@@ -253,6 +257,25 @@ impl TailModel {
         let lo = self.boot_quantile(p, 0.025).map(|x| Nanos(x as u64));
         let hi = self.boot_quantile(p, 0.975).map(|x| Nanos(x as u64));
         let point = Nanos(f.quantile(p).min(u64::MAX as f64 / 2.0) as u64);
+        if f.shape >= MAX_SHAPE {
+            // With ξ ≥ 1 the fitted tail has no finite mean: its far quantiles
+            // grow like a power of the span and a 15 s record would "predict"
+            // hour-long stalls. Such a fit says the tail is heavier than the
+            // record can measure, not how large the worst case is.
+            return Estimate {
+                value_ns: None,
+                extrapolated: true,
+                ci_low_ns: Some(self.tail.max.max(lo.unwrap_or(Nanos::ZERO))),
+                ci_high_ns: None,
+                expected_in_record: m,
+                note: Some(format!(
+                    "the fitted tail is too heavy to extrapolate (ξ = {:.2} ≥ {MAX_SHAPE}: no finite \
+                     mean); the worst case over {factor:.0}× the record is at least the observed \
+                     maximum — record longer",
+                    f.shape
+                )),
+            };
+        }
         if factor > MAX_EXTRAPOLATION {
             return Estimate {
                 value_ns: None,
@@ -454,6 +477,26 @@ mod tests {
             (p.probability / truth).ln().abs() < 2.0f64.ln(),
             "{p:?} vs {truth}"
         );
+    }
+
+    /// Regression: a 15 s record of this VM fitted ξ > 1 and "forecast" a
+    /// worst case per hour of 7.8 million seconds. Pareto(α = 0.7) has no
+    /// finite mean (ξ ≈ 1.43): the hour must come back as a lower bound only.
+    #[test]
+    fn infinite_mean_tail_withholds_the_point_estimate() {
+        let (xm, alpha) = (20_000.0, 0.7);
+        let s = record_samples(
+            |r| (xm * r.uniform_open().powf(-1.0 / alpha)).min(5e9),
+            60_000,
+            11,
+        );
+        let m = TailModel::new(&s, Nanos::ZERO).unwrap();
+        let f = m.fit.unwrap();
+        assert!(f.shape >= MAX_SHAPE, "ξ = {}", f.shape);
+        let e = m.worst_per(HOUR_S);
+        assert!(e.extrapolated && e.value_ns.is_none(), "{e:?}");
+        assert!(e.ci_low_ns.unwrap() >= s.max);
+        assert!(e.note.unwrap().contains("too heavy"));
     }
 
     #[test]
