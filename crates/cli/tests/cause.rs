@@ -238,3 +238,139 @@ fn noise_probe_names_the_noisy_neighbor() {
         assert!(!s["causes"].as_array().unwrap().is_empty() || s["incomplete"] == true);
     }
 }
+
+/// `--cause` on `noise` with a `--load` at a known priority on the same
+/// CPU: the recorder must name the load's thread (`pl-cpu…`, rt99) as a
+/// large source of the measured stolen time, and leave no instance behind.
+#[test]
+fn probe_verbs_attribute_their_own_record() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !is_root() {
+        eprintln!("skipped: needs root for tracefs and SCHED_FIFO");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("n.json");
+    let o = bin()
+        .args(["noise", "--cpus", "1", "--duration", "1s", "--cause"])
+        .args([
+            "--load",
+            "cpu:threads=1,policy=fifo,priority=99,cpus=1,duty=20%,period=10ms",
+            "--json",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("== causes of stolen time"), "{stdout}");
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let by = rec["stolen"][0]["by_source"].as_array().unwrap();
+    let load = by
+        .iter()
+        .find(|s| s["name"].as_str().unwrap_or("").starts_with("pl-cpu"))
+        .unwrap_or_else(|| panic!("the load thread is not named: {by:?}"));
+    assert_eq!(load["kind"], "thread");
+    // It ran 20% of the time at rt99 above a rt95 loop: most of what was
+    // stolen (the rest: ticks, RT-throttling gaps given to other work).
+    assert!(load["share"].as_f64().unwrap() > 0.3, "{load}");
+    assert!(rec["extra"]["cause"].is_object());
+    assert!(rec["load"][0]["achieved"]["cpu_s"].as_f64().unwrap() > 0.05);
+    assert!(!other_punctual_instances(0), "a tracing instance was left");
+
+    // The timer verb too: every kept spike over the threshold is broken
+    // down (or flagged incomplete), the ones under it are left alone.
+    let out = dir.path().join("t.json");
+    let o = bin()
+        .args(["timer", "--cpus", "0", "--duration", "1s", "--cause"])
+        .args(["--cause-threshold", "30us", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let spikes = rec["spikes"].as_array().unwrap();
+    assert!(!spikes.is_empty());
+    for s in spikes {
+        let explained = !s["causes"].as_array().unwrap().is_empty() || s["incomplete"] == true;
+        if s["value_ns"].as_u64().unwrap() >= 30_000 {
+            assert!(explained, "{s}");
+        } else {
+            assert!(s["causes"].as_array().unwrap().is_empty(), "{s}");
+        }
+    }
+}
+
+/// Without the rights to trace, `--cause` costs one warning, not the run.
+#[test]
+fn probe_cause_without_tracefs_warns_once_and_measures() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let setpriv = Path::new("/usr/bin/setpriv");
+    if !is_root() || !setpriv.exists() {
+        eprintln!("skipped: needs root and setpriv to drop privileges");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = dir.path().join("t.json");
+    let o = Command::new(setpriv)
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(assert_cmd::cargo::cargo_bin("punctual"))
+        .args(["timer", "--duration", "300ms", "--cpus", "0", "--cause"])
+        .arg("--json")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("tracing unavailable").count(), 1, "{stderr}");
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(rec["series"][0]["count"].as_u64().unwrap() > 0);
+    let codes: Vec<&str> = rec["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["code"].as_str())
+        .collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == "no_tracing").count(),
+        1,
+        "{codes:?}"
+    );
+}
+
+#[test]
+fn probe_cause_flags_are_checked() {
+    bin()
+        .args(["timer", "--cause-threshold", "10us", "--duration", "100ms"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--cause"));
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("f.txt");
+    std::fs::write(&feed, "1000\n").unwrap();
+    bin()
+        .args(["timer", "--cause", "--replay"])
+        .arg(&feed)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("does not apply to --replay"));
+    bin()
+        .args(["noise", "--cause-threshold", "banana", "--cause"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("banana"));
+}

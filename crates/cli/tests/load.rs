@@ -358,3 +358,69 @@ fn kill_test_cmd_takes_its_program_along() {
     assert!(!alive(prog), "the command {prog} outlived its load");
     assert!(Path::new("/proc/self").exists());
 }
+
+/// `--load` on the probes: the load runs exactly as long as the probe and
+/// its achieved figures land in the probe's record.
+#[test]
+fn probe_load_is_recorded_and_bounded_by_the_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    for verb in ["timer", "noise"] {
+        let j = dir.path().join(format!("{verb}.json"));
+        let out = punctual()
+            .args([verb, "--duration", "1s", "--cpus", "0"])
+            .args(["--load", "cpu:threads=1", "--json"])
+            .arg(&j)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{verb}: {stdout}");
+        assert!(stdout.contains("load during the measurement"), "{stdout}");
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+        let load = &v["load"][0];
+        assert_eq!(load["kind"], "cpu", "{verb}: {v}");
+        let secs = load["achieved"]["duration_s"].as_f64().unwrap();
+        assert!((0.5..1.5).contains(&secs), "{verb}: load ran {secs} s");
+        assert!(load["achieved"]["cpu_s"].as_f64().unwrap() > 0.1, "{load}");
+        assert_eq!(v["config"]["load"][0], "cpu:threads=1");
+    }
+    for verb in ["timer", "noise", "check"] {
+        refused(&[verb, "--load", "banana"], "'banana' is not a load kind");
+    }
+}
+
+/// Ctrl-C ends the probe early and the load with it: its recorded run time
+/// is the probe's, not the asked minute.
+#[test]
+fn probe_load_stops_on_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("t.json");
+    let mut child = Command::cargo_bin("punctual")
+        .unwrap()
+        .args(["timer", "--duration", "60s", "--cpus", "0"])
+        .args(["--load", "cpu:threads=1", "--json"])
+        .arg(&j)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    assert_eq!(v["interrupted"], true);
+    let secs = v["load"][0]["achieved"]["duration_s"].as_f64().unwrap();
+    assert!(secs < 10.0, "load ran {secs} s after a Ctrl-C at 1.5 s");
+}

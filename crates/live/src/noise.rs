@@ -293,6 +293,9 @@ pub struct NoiseCpuResult {
     pub cpu: u32,
     /// This thread's polling start minus the run's time zero.
     pub offset: Nanos,
+    /// Kernel thread id of the polling thread, so a tracer can tell it
+    /// from what stole its time.
+    pub tid: i32,
     pub stats: LoopStats,
     pub threshold: Nanos,
     pub proc_: GapProcessor,
@@ -387,6 +390,7 @@ where
                     NoiseCpuResult {
                         cpu,
                         offset,
+                        tid: crate::rt::gettid(),
                         stats,
                         threshold,
                         proc_: p,

@@ -115,6 +115,7 @@ impl TimerProcessor {
             cpu: self.cpu,
             start: self.start,
             offset: Nanos::ZERO,
+            tid: 0,
             latency: self.latency,
             interval: self.between,
             spikes: self.spikes,
@@ -305,6 +306,9 @@ pub struct TimerCpuResult {
     /// This thread's time zero minus the run's (spike times are shifted
     /// onto the run's time zero when the record is filled).
     pub offset: Nanos,
+    /// Kernel thread id of the measuring thread, so a tracer can tell its
+    /// own wake-ups from the work that delayed them (0 when not known).
+    pub tid: i32,
     pub latency: Recorder,
     pub interval: Recorder,
     pub spikes: SpikeLog,
@@ -391,6 +395,7 @@ where
                         let (p, el) = run_one(&mut src, cpu, idx, &cfg2, &stop, &progress);
                         let mut r = p.into_result();
                         r.offset = r_start_offset(&r, t0);
+                        r.tid = crate::rt::gettid();
                         Some((r, el))
                     }
                     Err(e) => {

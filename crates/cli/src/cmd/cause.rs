@@ -107,7 +107,7 @@ pub fn run(args: Args) -> CliResult {
     let stop = crate::interrupt::stop_flag();
 
     let mut rec = Record::new(Source::Measured, "cause", Platform::default());
-    rec.started_at = rfc3339_now();
+    rec.started_at = crate::output::rfc3339_now();
     rec.set_config("probe", format!("{:?}", args.probe).to_lowercase());
     rec.set_config("cpus", opts::format_cpus(&cpus));
     rec.set_config("duration_ns", args.duration.0);
@@ -290,18 +290,11 @@ pub fn run(args: Args) -> CliResult {
     out.push('\n');
     if let Some(t) = &trace {
         let sum = t.attribute(&mut rec, &probes);
-        out.push_str(&punctual_trace::report::top_offenders(&sum, args.top));
-        out.push_str(&punctual_trace::report::spike_breakdowns(
+        out.push_str(&crate::attach::report(
+            &sum,
             &rec,
+            args.top,
             args.show_spikes,
-        ));
-        out.push_str(&punctual_trace::report::named_line(&sum));
-        out.push_str(&format!(
-            "Recorder: {} events in {} pages, reader used {} of CPU ({:.3}% of one CPU)\n",
-            sum.events,
-            sum.pages,
-            Nanos(sum.recorder_cpu_ns),
-            sum.recorder_cpu_fraction * 100.0
         ));
     }
     if let Some(n) = &neighbor_report {
@@ -317,8 +310,7 @@ pub fn run(args: Args) -> CliResult {
         }
     }
     if let Some(p) = &args.json {
-        rec.write(p)
-            .map_err(|e| CliError::runtime(format!("cannot write --json: {e}")))?;
+        crate::output::write_record(&rec, p)?;
     }
     Ok(())
 }
@@ -342,31 +334,4 @@ fn cleanup() -> CliResult {
             rep.problems.len()
         )))
     }
-}
-
-/// RFC 3339 UTC, from the system clock (no date crate needed).
-fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }

@@ -15,17 +15,18 @@ use std::path::PathBuf;
 use punctual_live::rt::Policy;
 use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
 use punctual_live::{noise::NoiseConfig, timer::TimerClock, timer::TimerConfig};
-use punctual_record::{Metric, Nanos, Record};
+use punctual_record::{Metric, Nanos, Platform, Record, Warning};
 
-use super::noise::{run_noise_probe, set_noise_config, stolen_table};
+use super::noise::{noise_tids, run_noise_probe, set_noise_config, stolen_table};
 use super::sysinfo::platform_text;
 use super::timer::{
     finish_record, latency_table, new_record, parse_cpus, run_timer_probe, set_timer_config,
-    warnings_text, write_json,
+    timer_tids, warnings_text,
 };
 use crate::error::{CliError, CliResult};
 use crate::interrupt::interrupted;
 use crate::opts;
+use crate::output::write_json;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -39,14 +40,79 @@ pub struct Args {
     /// Write the record (JSON) here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run a load (as `punctual load SPEC`) through both halves, so the
+    /// verdicts say how the machine does while it is busy.
+    #[arg(long, value_name = "SPEC")]
+    pub load: Option<String>,
+    #[command(flatten)]
+    pub cause: crate::attach::CauseArgs,
 }
 
-/// Where per-workload verdicts go: forecasts (worst case per hour/day/week,
-/// time to buffer underrun for each named workload profile) come from
-/// `punctual_analysis` and are printed here once that lands. Takes the
-/// finished record so the verdicts read exactly what was measured.
-pub fn print_verdicts(_rec: &Record) {
-    // Intentionally empty until `punctual_analysis` provides the forecast.
+/// Per-workload verdicts (does this machine meet each shipped profile's
+/// MTTF, and if not what buffering would) read from the timer half only:
+/// the noise half measures stolen time, not wake-ups, and its seconds must
+/// not dilute the wake-up rate. Printed, and kept in `extra["verdicts"]` so
+/// the record says what the terminal said.
+pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
+    let mut timer_part = Record::new(rec.source, &rec.kind, Platform::default());
+    timer_part.duration_ns = timer_elapsed;
+    timer_part.series = rec
+        .series
+        .iter()
+        .filter(|s| s.metric == Metric::Latency)
+        .cloned()
+        .collect();
+    let v = punctual_analysis::verdicts(&timer_part, &punctual_analysis::profiles::builtin());
+    if v.is_empty() {
+        return;
+    }
+    let met = v.iter().filter(|x| x.meets_target).count();
+    println!(
+        "\n== verdicts: {met} of {} workload profiles meet their target (from the wake-up latencies; `punctual forecast` explains each)",
+        v.len()
+    );
+    print!("{}", punctual_analysis::render_verdicts(&v));
+    rec.extra.insert(
+        "verdicts".into(),
+        serde_json::to_value(&v).unwrap_or(serde_json::Value::Null),
+    );
+}
+
+/// Moves the noise half's results into the check record. Its spikes are
+/// shifted from the noise run's time zero onto the check's (the record's
+/// `started_mono_ns`, the timer run's); the stolen timelines keep the noise
+/// half's own zero. The half's cause accounting goes to
+/// `extra["cause_noise"]` beside the timer half's `extra["cause"]`.
+fn merge_noise_half(rec: &mut Record, mut half: Record) {
+    let shift = match (rec.started_mono_ns, half.started_mono_ns) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => Nanos::ZERO,
+    };
+    for mut sp in half.spikes.drain(..) {
+        sp.at_ns += shift;
+        rec.spikes.push(sp);
+    }
+    rec.spikes.sort_by_key(|s| (s.at_ns, s.cpu));
+    rec.spikes_dropped += half.spikes_dropped;
+    rec.series.append(&mut half.series);
+    rec.stolen.append(&mut half.stolen);
+    rec.interrupted |= half.interrupted;
+    if rec.started_mono_ns.is_none() {
+        rec.started_mono_ns = half.started_mono_ns;
+    }
+    for (k, v) in half.extra {
+        let key = if k == "cause" {
+            "cause_noise".to_string()
+        } else {
+            k
+        };
+        rec.extra.insert(key, v);
+    }
+    for w in half.warnings {
+        if !rec.warnings.contains(&w) {
+            rec.warnings.push(w);
+        }
+    }
 }
 
 /// The plain-language summary of a check record.
@@ -106,6 +172,7 @@ pub fn run(args: Args) -> CliResult {
             args.duration
         )));
     }
+    let load_specs = super::load::probe_load_specs(args.load.as_deref())?;
     let stop = crate::interrupt::stop_flag();
     let half = args.duration / 2;
     let platform = punctual_live::sysinfo::collect();
@@ -136,25 +203,58 @@ pub fn run(args: Args) -> CliResult {
         "split",
         "sequential: timer for the first half, noise for the second",
     );
+    let loads = super::load::start_loads(&load_specs, args.duration)?;
+    if let Some(l) = &args.load {
+        println!("\n== under load: {l} for {}", args.duration);
+    }
     println!("\n== wake-up latency: one SCHED_FIFO 95 thread per CPU waking every 1ms for {half}");
+    // On an error the loads stop when `loads` is dropped.
+    let tracing = crate::attach::start(&args.cause, &tcfg.cpus, &mut rec);
     let t = run_timer_probe(&tcfg, std::sync::Arc::clone(&stop), "timer")?;
-    let mut elapsed = t.elapsed;
+    let timer_elapsed = t.elapsed;
+    let mut elapsed = timer_elapsed;
+    let probes = crate::attach::threads(&timer_tids(&t), t.origin, timer_elapsed);
     t.fill(&mut rec, DEFAULT_SPIKE_CAPACITY);
+    let mut causes = crate::attach::finish(tracing, &mut rec, &probes, "late wake-ups");
     print!("{}", latency_table(&rec));
     if !interrupted(&stop) {
         println!(
             "\n== stolen time: one SCHED_FIFO 95 busy loop per CPU for {}",
             ncfg.duration
         );
+        // A record of its own for this half: its time zero is the noise
+        // run's, so the flight recorder lines its events up with the right
+        // spikes; its spikes are then moved onto the check's time zero.
+        let mut half = Record::new(rec.source, "check", Platform::default());
+        let tracing = if rec
+            .warnings
+            .iter()
+            .any(|w| matches!(w, Warning::NoTracing { .. }))
+        {
+            None // said once is enough; the second start would fail alike
+        } else {
+            crate::attach::start(&args.cause, &ncfg.cpus, &mut half)
+        };
         let n = run_noise_probe(&ncfg, std::sync::Arc::clone(&stop), "noise")?;
         elapsed += n.elapsed;
-        n.fill(&mut rec, DEFAULT_SPIKE_CAPACITY);
+        let probes = crate::attach::threads(&noise_tids(&n), n.origin, n.elapsed);
+        n.fill(&mut half, DEFAULT_SPIKE_CAPACITY);
+        causes.push_str(&crate::attach::finish(
+            tracing,
+            &mut half,
+            &probes,
+            "stolen time",
+        ));
+        merge_noise_half(&mut rec, half);
         print!("{}", stolen_table(&rec));
     }
+    super::load::finish_loads(loads, &load_specs, &mut rec);
+    print!("{}", super::load::load_lines(&rec));
+    print!("{causes}");
     finish_record(&mut rec, elapsed, args.duration);
     println!("\n== summary");
     print!("{}", summary(&rec));
-    print_verdicts(&rec);
+    print_verdicts(&mut rec, timer_elapsed);
     if !rec.warnings.is_empty() {
         println!("\n== what may hurt, and what to change");
         print!("{}", warnings_text(&rec));

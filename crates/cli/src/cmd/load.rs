@@ -71,7 +71,7 @@ pub fn run(args: Args) -> CliResult {
     for m in punctual_loads::irq::recover_stale() {
         eprintln!("punctual: {m}");
     }
-    let started_at = rfc3339_now();
+    let started_at = crate::output::rfc3339_now();
     let running =
         start_loads(&specs, args.duration)?.ok_or_else(|| CliError::usage("no load given"))?;
     let t0 = Instant::now();
@@ -119,8 +119,7 @@ pub fn run(args: Args) -> CliResult {
         for n in &outcome.notes {
             rec.warnings.push(Warning::Other { message: n.clone() });
         }
-        rec.write(path)
-            .map_err(|e| CliError::runtime(format!("--json {}: {e}", path.display())))?;
+        crate::output::write_record(&rec, path)?;
     }
     if outcome.reports.is_empty() {
         return Err(CliError::runtime(
@@ -133,6 +132,21 @@ pub fn run(args: Args) -> CliResult {
 /// clap value parser for the probes' `--load KIND[:opts][+KIND…]`.
 pub fn load_spec(s: &str) -> Result<Vec<LoadSpec>, String> {
     LoadSpec::parse_list(s).map_err(|e| e.to_string())
+}
+
+/// For probe verbs: `--load` text into specs, refused with one sentence
+/// (status 2) before anything starts. Also clears interrupt routing a
+/// killed earlier run left behind, as `punctual load` does, so the probe
+/// does not measure a stale setting.
+pub fn probe_load_specs(text: Option<&str>) -> CliResult<Vec<LoadSpec>> {
+    let Some(t) = text else {
+        return Ok(Vec::new());
+    };
+    let specs = load_spec(t).map_err(CliError::usage)?;
+    for m in punctual_loads::irq::recover_stale() {
+        eprintln!("punctual: {m}");
+    }
+    Ok(specs)
 }
 
 /// For probe verbs: starts `--load` (if given) for the probe's duration.
@@ -170,6 +184,23 @@ pub fn finish_loads(running: Option<RunningLoads>, specs: &[LoadSpec], rec: &mut
 /// One block per load, figures in the order a user reads them: the
 /// headline (throughput, MB/s…) first, then the rest alphabetically.
 fn render(o: &LoadsOutcome) -> String {
+    render_reports(&o.reports)
+}
+
+/// For probe verbs: what the `--load` achieved, under the probe's table
+/// (empty without a load), so a quiet result under a load that never got
+/// going is visible as such.
+pub fn load_lines(rec: &Record) -> String {
+    if rec.load.is_empty() {
+        return String::new();
+    }
+    format!(
+        "load during the measurement (achieved):\n{}",
+        render_reports(&rec.load)
+    )
+}
+
+fn render_reports(reports: &[punctual_record::LoadReport]) -> String {
     const HEADLINE: &[&str] = &[
         "throughput_gbit_s",
         "messages_per_s",
@@ -184,7 +215,7 @@ fn render(o: &LoadsOutcome) -> String {
         "duration_s",
     ];
     let mut s = String::new();
-    for r in &o.reports {
+    for r in reports {
         s.push_str(&format!("{}  ({})\n", r.kind, r.spec));
         let mut keys: Vec<&String> = r.achieved.keys().collect();
         keys.sort_by_key(|k| {
@@ -210,32 +241,6 @@ fn fmt_num(v: f64) -> String {
     } else {
         format!("{v:.4}")
     }
-}
-
-/// Wall-clock start in RFC 3339 (UTC), without a date crate.
-fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 #[cfg(test)]

@@ -1,20 +1,19 @@
 //! `punctual noise`: time stolen from a busy thread per CPU (the
 //! oslat/sysjitter measurement), beside what the kernel admits to.
 
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use punctual_live::noise::{self as probe, NoiseConfig};
-use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
-use punctual_live::timer::Progress;
 use punctual_record::{Nanos, Record};
 
 use super::timer::{
-    finish_record, new_record, parse_cpus, parse_policy, warnings_text, with_progress, write_json,
+    check_max_spikes, finish_record, new_record, parse_cpus, parse_policy, run_probe,
+    set_probe_config, warnings_text, ProbeSettings,
 };
 use crate::error::{CliError, CliResult};
 use crate::opts;
+use crate::output::write_json;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -36,15 +35,8 @@ pub struct Args {
     /// the loop's minimum step and at least 1us; the chosen value is shown).
     #[arg(long, value_parser = opts::positive_duration)]
     pub threshold: Option<Nanos>,
-    /// Bound of the spike log (largest gaps kept).
-    #[arg(long, default_value_t = DEFAULT_SPIKE_CAPACITY)]
-    pub max_spikes: usize,
-    /// Write the record (JSON) here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Do not mlockall.
-    #[arg(long)]
-    pub no_mlock: bool,
+    #[command(flatten)]
+    pub common: super::timer::ProbeArgs,
 }
 
 pub fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
@@ -54,36 +46,35 @@ pub fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
             "--policy deadline does not fit a busy loop (its budget would throttle it); use fifo, rr or other",
         ));
     }
-    if args.max_spikes == 0 {
-        return Err(CliError::usage(
-            "--max-spikes 0 keeps no spike; give at least 1",
-        ));
-    }
+    check_max_spikes(args.common.max_spikes)?;
     Ok(NoiseConfig {
         cpus: parse_cpus(&args.cpus)?,
         policy,
         duration: args.duration,
         threshold: args.threshold,
-        max_spikes: args.max_spikes,
-        lock_memory: !args.no_mlock,
+        max_spikes: args.common.max_spikes,
+        lock_memory: !args.common.no_mlock,
     })
 }
 
 pub fn set_noise_config(rec: &mut Record, cfg: &NoiseConfig, prefix: &str) {
-    rec.set_config(&format!("{prefix}cpus"), &cfg.cpus);
-    rec.set_config(
-        &format!("{prefix}policy"),
-        punctual_live::setup::policy_label(cfg.policy),
+    set_probe_config(
+        rec,
+        prefix,
+        ProbeSettings {
+            cpus: &cfg.cpus,
+            policy: cfg.policy,
+            duration: cfg.duration,
+            max_spikes: cfg.max_spikes,
+            lock_memory: cfg.lock_memory,
+        },
     );
-    rec.set_config(&format!("{prefix}duration_ns"), cfg.duration);
     rec.set_config(
         &format!("{prefix}threshold_ns"),
         cfg.threshold
             .map(|t| serde_json::json!(t.0))
             .unwrap_or(serde_json::json!("auto")),
     );
-    rec.set_config(&format!("{prefix}max_spikes"), cfg.max_spikes);
-    rec.set_config(&format!("{prefix}mlock"), cfg.lock_memory);
 }
 
 pub fn run_noise_probe(
@@ -91,12 +82,15 @@ pub fn run_noise_probe(
     stop: Arc<AtomicBool>,
     label: &str,
 ) -> Result<probe::NoiseOutcome, CliError> {
-    let progress = Progress::new(cfg.cpus.len());
     let c2 = cfg.clone();
-    let p2 = Arc::clone(&progress);
-    with_progress(label, cfg.duration, progress, move || {
-        probe::run(&c2, stop, p2)
+    run_probe(label, cfg.cpus.len(), cfg.duration, move |p| {
+        probe::run(&c2, stop, p)
     })
+}
+
+/// (CPU, thread id) of each polling thread, for the flight recorder.
+pub fn noise_tids(out: &probe::NoiseOutcome) -> Vec<(u32, i32)> {
+    out.per_cpu.iter().map(|r| (r.cpu, r.tid)).collect()
 }
 
 fn pct(x: f64) -> String {
@@ -160,19 +154,27 @@ pub fn stolen_table(rec: &Record) -> String {
 
 pub fn run(args: Args) -> CliResult {
     let cfg = noise_config(&args)?;
-    opts::check_output("--json", &args.json)?;
+    opts::check_output("--json", &args.common.json)?;
+    let load_specs = super::load::probe_load_specs(args.common.load.as_deref())?;
     let stop = crate::interrupt::stop_flag();
     let platform = punctual_live::sysinfo::collect();
     let mut rec = new_record("noise", platform);
     set_noise_config(&mut rec, &cfg, "");
+    let loads = super::load::start_loads(&load_specs, cfg.duration)?;
+    let tracing = crate::attach::start(&args.common.cause, &cfg.cpus, &mut rec);
     let out = run_noise_probe(&cfg, stop, "noise")?;
+    super::load::finish_loads(loads, &load_specs, &mut rec);
     let elapsed = out.elapsed;
+    let probes = crate::attach::threads(&noise_tids(&out), out.origin, elapsed);
     out.fill(&mut rec, cfg.max_spikes);
+    let causes = crate::attach::finish(tracing, &mut rec, &probes, "stolen time");
     finish_record(&mut rec, elapsed, cfg.duration);
     print!("{}", stolen_table(&rec));
+    print!("{}", super::load::load_lines(&rec));
+    print!("{causes}");
     if !rec.warnings.is_empty() {
         println!("warnings:");
         print!("{}", warnings_text(&rec));
     }
-    write_json(&rec, &args.json)
+    write_json(&rec, &args.common.json)
 }

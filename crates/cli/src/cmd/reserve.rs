@@ -256,7 +256,7 @@ pub fn run(a: Args) -> CliResult {
             reason: e.to_string(),
         });
     }
-    let started_at = rfc3339_now();
+    let started_at = crate::output::rfc3339_now();
     let mut rec = Record::new(Source::Measured, "reserve", platform(&cfg));
     rec.started_at = started_at;
     let asked = a.duration.unwrap_or(Nanos::from_secs(10));
@@ -308,7 +308,7 @@ pub fn run(a: Args) -> CliResult {
     );
     rec.warnings.extend(warnings);
     if let Some(p) = &a.json {
-        rec.write(p).map_err(|e| CliError::runtime(e.to_string()))?;
+        crate::output::write_record(&rec, p)?;
     }
     let text = summary(&rec, &a, &spec, &outcome, &notes);
     // A closed pipe (| head) must not turn a finished run into a panic.
@@ -600,30 +600,4 @@ fn summary(rec: &Record, a: &Args, spec: &Spec, outcome: &Outcome, notes: &[Stri
         let _ = writeln!(w, "  warning: {}", warn.message());
     }
     w
-}
-
-/// Wall-clock start in RFC 3339 (UTC), without a date crate.
-fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }

@@ -218,6 +218,25 @@ fn print_summary(scn: &Scenario, o: &Outcome, wall_s: f64) {
             );
         }
     }
+    if !o.constraints.is_empty() {
+        println!("\nconstraint             window                 estimate  answer");
+    }
+    for c in &o.constraints {
+        let answer = match (&c.denied_because, c.completed_at) {
+            (Some(why), _) => format!("denied: {why}"),
+            (None, Some(t)) => format!(
+                "granted, done at {t}{}",
+                if c.met_deadline { "" } else { " (late)" }
+            ),
+            (None, None) => format!("granted, received {} so far", c.received),
+        };
+        println!(
+            "{:<22} {:<22} {:>8}  {answer}",
+            c.name,
+            format!("[{}, {})", c.window_start, c.deadline),
+            c.estimate.to_string()
+        );
+    }
     for w in &o.warnings {
         println!("warning: {w}");
     }

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use punctual_record::Platform;
 
-use super::timer::{new_record, warnings_text, write_json};
+use super::timer::{new_record, warnings_text};
 use crate::error::CliResult;
 use crate::opts;
+use crate::output::write_json;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

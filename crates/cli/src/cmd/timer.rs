@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use punctual_live::rt::Policy;
 use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
@@ -17,6 +17,7 @@ use punctual_record::{Nanos, Platform, Record, Series, Source, Warning};
 
 use crate::error::{CliError, CliResult};
 use crate::opts;
+use crate::output::write_json;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -42,23 +43,37 @@ pub struct Args {
     /// Keep wake-ups later than this in the spike log (default: the largest).
     #[arg(long, value_parser = opts::duration)]
     pub threshold: Option<Nanos>,
-    /// Bound of the spike log.
-    #[arg(long, default_value_t = DEFAULT_SPIKE_CAPACITY)]
-    pub max_spikes: usize,
-    /// Write the record (JSON) here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
     /// Write a cyclictest-compatible histogram (`cyclictest -h`) here.
     #[arg(long)]
     pub hist: Option<PathBuf>,
-    /// Do not mlockall (memory locking is on by default).
-    #[arg(long)]
-    pub no_mlock: bool,
+    #[command(flatten)]
+    pub common: ProbeArgs,
     /// Replay wake-up latencies (ns, one per line) through the same
     /// pipeline on a virtual clock instead of measuring: for tests and for
     /// re-analysing a captured feed. Every CPU replays the same feed.
     #[arg(long, hide = true)]
     pub replay: Option<PathBuf>,
+}
+
+/// The options `timer` and `noise` share, declared once.
+#[derive(clap::Args, Debug)]
+pub struct ProbeArgs {
+    /// Bound of the spike log (the largest are kept).
+    #[arg(long, default_value_t = DEFAULT_SPIKE_CAPACITY)]
+    pub max_spikes: usize,
+    /// Write the record (JSON) here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Do not mlockall (memory locking is on by default).
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Run a load (as `punctual load SPEC`) for exactly the time of the
+    /// measurement, e.g. `net`, `cpu:threads=2`, `disk+mem`; what it
+    /// achieved goes in the record's `load` section.
+    #[arg(long, value_name = "SPEC")]
+    pub load: Option<String>,
+    #[command(flatten)]
+    pub cause: crate::attach::CauseArgs,
 }
 
 /// Reads a replay feed, refusing a bad line with its number and text.
@@ -127,35 +142,10 @@ pub fn parse_cpus(s: &str) -> Result<Vec<u32>, CliError> {
     Ok(cpus)
 }
 
-/// RFC 3339 UTC time of `t`, without a date library.
-pub fn rfc3339(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil-from-days (H. Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
 /// A measured record with platform facts and their warnings.
 pub fn new_record(kind: &str, platform: Platform) -> Record {
     let mut rec = Record::new(Source::Measured, kind, platform.clone());
-    rec.started_at = rfc3339(SystemTime::now());
+    rec.started_at = crate::output::rfc3339_now();
     rec.warnings = punctual_live::sysinfo::warnings(&platform);
     rec
 }
@@ -213,16 +203,6 @@ pub fn with_progress<T: Send + 'static>(
     handle
         .join()
         .map_err(|_| CliError::runtime(format!("the {label} run panicked")))
-}
-
-/// Writes the record and reports where.
-pub fn write_json(rec: &Record, path: &Option<PathBuf>) -> CliResult {
-    if let Some(p) = path {
-        rec.write(p)
-            .map_err(|e| CliError::runtime(format!("cannot write --json: {e}")))?;
-        eprintln!("record written to {}", p.display());
-    }
-    Ok(())
 }
 
 fn fmt_ns(n: Nanos) -> String {
@@ -286,11 +266,7 @@ pub fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
             )))
         }
     };
-    if args.max_spikes == 0 {
-        return Err(CliError::usage(
-            "--max-spikes 0 keeps no spike; give at least 1",
-        ));
-    }
+    check_max_spikes(args.common.max_spikes)?;
     Ok(TimerConfig {
         cpus: parse_cpus(&args.cpus)?,
         policy,
@@ -298,24 +274,72 @@ pub fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
         duration: args.duration,
         clock,
         threshold: args.threshold.unwrap_or(Nanos::ZERO),
-        max_spikes: args.max_spikes,
-        lock_memory: !args.no_mlock,
+        max_spikes: args.common.max_spikes,
+        lock_memory: !args.common.no_mlock,
     })
+}
+
+/// `--max-spikes 0` would keep nothing to look at: refused for every probe.
+pub fn check_max_spikes(n: usize) -> Result<(), CliError> {
+    if n == 0 {
+        return Err(CliError::usage(
+            "--max-spikes 0 keeps no spike; give at least 1",
+        ));
+    }
+    Ok(())
+}
+
+/// The settings every probe has, in the record's `config` under `prefix`
+/// (`timer.`/`noise.` in a check record, nothing in a probe's own).
+pub fn set_probe_config(rec: &mut Record, prefix: &str, probe: ProbeSettings<'_>) {
+    rec.set_config(&format!("{prefix}cpus"), probe.cpus);
+    rec.set_config(
+        &format!("{prefix}policy"),
+        punctual_live::setup::policy_label(probe.policy),
+    );
+    rec.set_config(&format!("{prefix}duration_ns"), probe.duration);
+    rec.set_config(&format!("{prefix}max_spikes"), probe.max_spikes);
+    rec.set_config(&format!("{prefix}mlock"), probe.lock_memory);
+}
+
+/// What [`set_probe_config`] records.
+pub struct ProbeSettings<'a> {
+    pub cpus: &'a [u32],
+    pub policy: Policy,
+    pub duration: Nanos,
+    pub max_spikes: usize,
+    pub lock_memory: bool,
 }
 
 /// Records a timer configuration in the record's `config`.
 pub fn set_timer_config(rec: &mut Record, cfg: &TimerConfig, prefix: &str) {
-    rec.set_config(&format!("{prefix}cpus"), &cfg.cpus);
-    rec.set_config(
-        &format!("{prefix}policy"),
-        punctual_live::setup::policy_label(cfg.policy),
+    set_probe_config(
+        rec,
+        prefix,
+        ProbeSettings {
+            cpus: &cfg.cpus,
+            policy: cfg.policy,
+            duration: cfg.duration,
+            max_spikes: cfg.max_spikes,
+            lock_memory: cfg.lock_memory,
+        },
     );
     rec.set_config(&format!("{prefix}interval_ns"), cfg.interval);
-    rec.set_config(&format!("{prefix}duration_ns"), cfg.duration);
     rec.set_config(&format!("{prefix}clock"), cfg.clock.name());
     rec.set_config(&format!("{prefix}threshold_ns"), cfg.threshold);
-    rec.set_config(&format!("{prefix}max_spikes"), cfg.max_spikes);
-    rec.set_config(&format!("{prefix}mlock"), cfg.lock_memory);
+}
+
+/// Runs a probe (`run` gets the shared progress counters) on its own
+/// thread with the progress line, for `cpus` CPUs over `duration`.
+pub fn run_probe<T: Send + 'static>(
+    label: &str,
+    cpus: usize,
+    duration: Nanos,
+    run: impl FnOnce(Arc<Progress>) -> T + Send + 'static,
+) -> Result<T, CliError> {
+    let progress = Progress::new(cpus);
+    let p2 = Arc::clone(&progress);
+    with_progress(label, duration, progress, move || run(p2))
 }
 
 /// Runs the timer probe with progress and returns the outcome.
@@ -324,25 +348,31 @@ pub fn run_timer_probe(
     stop: Arc<AtomicBool>,
     label: &str,
 ) -> Result<probe::TimerOutcome, CliError> {
-    let progress = Progress::new(cfg.cpus.len());
     let c2 = cfg.clone();
-    let p2 = Arc::clone(&progress);
-    with_progress(label, cfg.duration, progress, move || {
-        probe::run(&c2, stop, p2)
+    run_probe(label, cfg.cpus.len(), cfg.duration, move |p| {
+        probe::run(&c2, stop, p)
     })
 }
 
 pub fn run(args: Args) -> CliResult {
     let cfg = timer_config(&args)?;
-    opts::check_output("--json", &args.json)?;
+    opts::check_output("--json", &args.common.json)?;
     opts::check_output("--hist", &args.hist)?;
     if let Some(p) = &args.replay {
         read_replay(p)?;
+        if args.common.cause.cause {
+            return Err(CliError::usage(
+                "--cause traces a live run; it does not apply to --replay",
+            ));
+        }
     }
+    let load_specs = super::load::probe_load_specs(args.common.load.as_deref())?;
     let stop = crate::interrupt::stop_flag();
     let platform = punctual_live::sysinfo::collect();
     let mut rec = new_record("timer", platform);
     set_timer_config(&mut rec, &cfg, "");
+    let loads = super::load::start_loads(&load_specs, cfg.duration)?;
+    let tracing = crate::attach::start(&args.common.cause, &cfg.cpus, &mut rec);
     let out = match &args.replay {
         None => run_timer_probe(&cfg, stop, "timer")?,
         Some(p) => {
@@ -357,19 +387,29 @@ pub fn run(args: Args) -> CliResult {
             )
         }
     };
+    super::load::finish_loads(loads, &load_specs, &mut rec);
     let elapsed = out.elapsed;
+    let probes = crate::attach::threads(&timer_tids(&out), out.origin, elapsed);
     out.fill(&mut rec, cfg.max_spikes);
+    let causes = crate::attach::finish(tracing, &mut rec, &probes, "late wake-ups");
     finish_record(&mut rec, elapsed, cfg.duration);
     print!("{}", latency_table(&rec));
+    print!("{}", super::load::load_lines(&rec));
+    print!("{causes}");
     if !rec.warnings.is_empty() {
         println!("warnings:");
         print!("{}", warnings_text(&rec));
     }
-    write_json(&rec, &args.json)?;
+    write_json(&rec, &args.common.json)?;
     if let Some(p) = &args.hist {
         write_hist(&rec, p)?;
     }
     Ok(())
+}
+
+/// (CPU, thread id) of each measuring thread, for the flight recorder.
+pub fn timer_tids(out: &probe::TimerOutcome) -> Vec<(u32, i32)> {
+    out.per_cpu.iter().map(|r| (r.cpu, r.tid)).collect()
 }
 
 /// Writes the latency series in cyclictest's `-h` format.
@@ -390,12 +430,6 @@ pub fn write_hist(rec: &Record, path: &std::path::Path) -> CliResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates() {
-        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        assert_eq!(rfc3339(t), "2023-11-14T22:13:20Z");
-    }
 
     #[test]
     fn policies() {

@@ -1,0 +1,75 @@
+//! What every verb that measures does on the way out: stamp the record with
+//! the wall-clock start and write it where `--json` says. One copy, so the
+//! stamps and the messages are the same whichever verb made the record.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use punctual_record::Record;
+
+use crate::error::{CliError, CliResult};
+
+/// RFC 3339 UTC time of `t`, to the second. Hand-rolled because this one
+/// format is all the CLI needs from a date library.
+pub fn rfc3339(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The wall-clock start of a run, for `Record::started_at`.
+pub fn rfc3339_now() -> String {
+    rfc3339(SystemTime::now())
+}
+
+/// Writes the record (atomically: `Record::write`) to `--json PATH`;
+/// a failure names the path.
+pub fn write_record(rec: &Record, path: &Path) -> CliResult {
+    rec.write(path)
+        .map_err(|e| CliError::runtime(format!("cannot write --json {}: {e}", path.display())))
+}
+
+/// As [`write_record`] for an optional `--json`, saying where it went (the
+/// probe verbs' behaviour: their stdout is the table, the path goes to
+/// stderr).
+pub fn write_json(rec: &Record, path: &Option<PathBuf>) -> CliResult {
+    if let Some(p) = path {
+        write_record(rec, p)?;
+        eprintln!("record written to {}", p.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn dates() {
+        let at = |s| rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(at(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        // Leap day and the last second of a century leap year.
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(978_307_199), "2000-12-31T23:59:59Z");
+    }
+}
