@@ -149,3 +149,50 @@ fn scenario_errors_name_file_and_line_and_exit_2() {
         .assert()
         .code(2);
 }
+
+#[test]
+fn plan_mode_answers_constraints_in_the_record_and_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    punctual()
+        .args(["simulate"])
+        .arg(scenario("rialto-plan.toml"))
+        .args(["--duration", "400ms", "--json"])
+        .arg(&json)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("9ms-in-30-40").and(predicate::str::contains("denied")))
+        .stdout(predicate::str::contains("granted, done at"));
+    let r = punctual_record::Record::read(&json).unwrap();
+    let c = &r.extra["sim"]["constraints"];
+    assert_eq!(c["5ms-in-30-40"]["granted"], serde_json::json!(true));
+    assert_eq!(c["9ms-in-30-40"]["granted"], serde_json::json!(false));
+}
+
+#[test]
+fn an_unknown_scheduler_or_a_constraint_outside_plan_mode_is_a_located_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[sim]\nscheduler = \"lottery\"\n\n[[task]]\nname = \"a\"\nkind = \"background\"\n",
+    )
+    .unwrap();
+    punctual()
+        .args(["simulate"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.toml:2:").and(predicate::str::contains("lottery")));
+    std::fs::write(
+        &bad,
+        "[[task]]\nname = \"a\"\nkind = \"background\"\n\n[[constraint]]\nname = \"c\"\nstart = \"1ms\"\ndeadline = \"2ms\"\nestimate = \"1ms\"\n",
+    )
+    .unwrap();
+    punctual()
+        .args(["simulate"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.toml:6:").and(predicate::str::contains("plan")));
+}

@@ -591,7 +591,14 @@ impl Scheduler {
 
         // Band 1: servers with budget, earliest deadline.
         let mut best_srv: Option<(Nanos, u64, usize, ThreadId)> = None;
-        for (i, th) in self.threads.iter().enumerate() {
+        // Without servers no thread can be in band 1: skip the scan (the
+        // simulator picks millions of times per second).
+        let band1 = if self.servers.is_empty() {
+            &[][..]
+        } else {
+            &self.threads[..]
+        };
+        for (i, th) in band1.iter().enumerate() {
             if !th.runnable {
                 continue;
             }

@@ -238,6 +238,9 @@ struct Cpu {
     since: Nanos,
     until: Option<Nanos>,
     need_pick: bool,
+    /// A release at this instant left its re-pick to the end of the
+    /// instant (see [`Sim::release`]).
+    deferred: bool,
     gen: u64,
     armed: Option<Nanos>,
     tick_pending: bool,
@@ -307,6 +310,8 @@ pub struct Outcome {
     pub trace_dropped: u64,
     pub warnings: Vec<String>,
     pub clock: String,
+    /// Plan mode: the `[[constraint]]` queries and what became of them.
+    pub constraints: Vec<crate::planmode::ConstraintResult>,
 }
 
 /// Totals per reserved task.
@@ -340,6 +345,7 @@ pub struct Sim {
     seed: u64,
     events: u64,
     picks: u64,
+    any_deferred: bool,
     periods: Vec<(String, PeriodStat)>,
     periods_dropped: u64,
     period_totals: Vec<PeriodTotals>,
@@ -435,6 +441,7 @@ impl Sim {
                 since: Nanos::ZERO,
                 until: None,
                 need_pick: true,
+                deferred: false,
                 gen: 0,
                 armed: None,
                 tick_pending: false,
@@ -468,6 +475,7 @@ impl Sim {
             seed,
             events: 0,
             picks: 0,
+            any_deferred: false,
             periods: Vec::new(),
             periods_dropped: 0,
             period_totals: Vec::new(),
@@ -1205,7 +1213,11 @@ impl Sim {
                 EvKind::Noise { idx } => self.on_noise(idx as usize),
                 EvKind::Stream { idx } => self.on_stream(idx as usize),
             }
+            if self.any_deferred && self.heap.peek().is_none_or(|Reverse(e)| e.t > self.now) {
+                self.flush_deferred();
+            }
         }
+        self.flush_deferred();
         self.finish(interrupted)
     }
 
@@ -1253,7 +1265,29 @@ impl Sim {
         let (tid, now) = (t.tid, self.now);
         self.cpus[c].sched.on_release(now, tid, dl);
         self.cpus[c].need_pick = true;
-        self.cpu_update(c);
+        // Releases due at the same instant are all seen before the CPU
+        // re-picks: otherwise the first one released would be dispatched
+        // for zero time and displaced by the next, counting a preemption
+        // (and a start) that never happened. SimSo and the kernel both
+        // decide once per instant.
+        if self.heap.peek().is_some_and(|Reverse(e)| e.t == now) {
+            self.cpus[c].deferred = true;
+            self.any_deferred = true;
+        } else {
+            self.cpu_update(c);
+        }
+    }
+
+    fn flush_deferred(&mut self) {
+        if !self.any_deferred {
+            return;
+        }
+        self.any_deferred = false;
+        for c in 0..self.cpus.len() {
+            if self.cpus[c].deferred {
+                self.cpu_update(c);
+            }
+        }
     }
 
     fn start_job(&mut self, i: usize, nominal: Nanos) {
@@ -1508,6 +1542,7 @@ impl Sim {
     /// Completes what is due on CPU `c`, re-picks when needed, and arms the
     /// next wake.
     fn cpu_update(&mut self, c: usize) {
+        self.cpus[c].deferred = false;
         self.cpu_sync(c);
         let now = self.now;
         let mut guard = 0;
@@ -1903,6 +1938,7 @@ impl Sim {
             trace_dropped: self.trace_dropped,
             warnings: self.warnings,
             clock: self.clock_desc,
+            constraints: Vec::new(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! per source, and the record carries a fixed start time.
 pub mod engine;
 pub mod output;
+pub mod planmode;
 pub mod rng;
 pub mod scenario;
 
@@ -23,6 +24,24 @@ pub fn run(
     opts: &RunOptions,
     stop: Option<&AtomicBool>,
 ) -> Result<Outcome, ScenarioError> {
+    let f = &scn.spec;
+    match f.sim.scheduler.as_ref().map(|s| s.get_ref().as_str()) {
+        None | Some("events") => {}
+        Some("plan") => return planmode::run(scn, opts, stop),
+        Some(other) => {
+            let span = f.sim.scheduler.as_ref().map(|s| s.span()).unwrap_or(0..0);
+            return Err(scn.error_at(
+                span,
+                format!("sim.scheduler = \"{other}\": expected \"events\" or \"plan\""),
+            ));
+        }
+    }
+    if let Some(c) = f.constraint.first() {
+        return Err(scn.error_at(
+            c.name.span(),
+            "[[constraint]] needs [sim] scheduler = \"plan\"",
+        ));
+    }
     Ok(Sim::new(scn, opts)?.run(stop))
 }
 

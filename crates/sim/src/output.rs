@@ -237,6 +237,31 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
             "trace_slices_dropped": o.trace_dropped,
         }),
     );
+    if !o.constraints.is_empty() {
+        let cs: BTreeMap<String, Value> = o
+            .constraints
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    json!({
+                        "asked_at_ns": c.asked_at.0,
+                        "window_start_ns": c.window_start.0,
+                        "deadline_ns": c.deadline.0,
+                        "estimate_ns": c.estimate.0,
+                        "granted": c.granted,
+                        "denied_because": c.denied_because,
+                        "received_ns": c.received.0,
+                        "completed_at_ns": c.completed_at.map(|t| t.0),
+                        "met_deadline": c.met_deadline,
+                    }),
+                )
+            })
+            .collect();
+        if let Some(Value::Object(m)) = r.extra.get_mut("sim") {
+            m.insert("constraints".into(), json!(cs));
+        }
+    }
     let sum: BTreeMap<String, Value> = summary(o).into_iter().map(|(k, v)| (k, json!(v))).collect();
     r.extra.insert("summary".into(), json!(sum));
     r

@@ -221,6 +221,11 @@ pub struct SimSection {
     /// Latencies above this go to the spike log (default: 1 ms).
     pub spike_threshold: Option<Dur>,
     pub description: Option<String>,
+    /// "events" (default: the event-driven scheduler core) or "plan" (a
+    /// Rialto precomputed plan, seed 001, decides who owns each instant).
+    pub scheduler: Option<Spanned<String>>,
+    /// Plan mode: the plan's base period (default 10 ms).
+    pub plan_base: Option<Dur>,
 }
 
 fn one() -> u32 {
@@ -242,6 +247,8 @@ impl Default for SimSection {
             timeshare_reservation: None,
             spike_threshold: None,
             description: None,
+            scheduler: None,
+            plan_base: None,
         }
     }
 }
@@ -403,6 +410,21 @@ pub struct StreamSpec {
     pub stop: Option<Dur>,
 }
 
+/// Plan mode: a time-constraint query (seed 001's `begin_constraint`),
+/// asked at `at` for `estimate` of CPU time in `[at+start, at+deadline)`.
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ConstraintSpec {
+    pub name: Spanned<String>,
+    /// The thread that does the work when granted (optional: a query only).
+    pub task: Option<Spanned<String>>,
+    #[serde(default)]
+    pub at: Dur,
+    pub start: Dur,
+    pub deadline: Dur,
+    pub estimate: Dur,
+}
+
 #[derive(Deserialize, Clone, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioFile {
@@ -420,6 +442,8 @@ pub struct ScenarioFile {
     pub noise: Vec<NoiseSpec>,
     #[serde(default)]
     pub stream: Vec<StreamSpec>,
+    #[serde(default)]
+    pub constraint: Vec<ConstraintSpec>,
 }
 
 /// A parsed scenario with the text it came from (kept so that semantic
