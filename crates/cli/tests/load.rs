@@ -424,3 +424,34 @@ fn probe_load_stops_on_ctrl_c() {
     let secs = v["load"][0]["achieved"]["duration_s"].as_f64().unwrap();
     assert!(secs < 10.0, "load ran {secs} s after a Ctrl-C at 1.5 s");
 }
+
+/// `--load` is accepted by every verb that measures (issue 5): a bad spec
+/// is refused by each before anything starts, with the spec named.
+#[test]
+fn every_measuring_verb_refuses_a_bad_load_spec() {
+    for verb in [
+        &["timer", "--duration", "1s"][..],
+        &["noise", "--duration", "1s"],
+        &["check", "--duration", "2s"],
+        &["cause", "--duration", "1s"],
+        &[
+            "reserve",
+            "--budget",
+            "4ms",
+            "--period",
+            "20ms",
+            "--duration",
+            "1s",
+            "--test-app",
+        ],
+    ] {
+        let out = punctual()
+            .args(verb)
+            .args(["--load", "warpdrive:7"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{verb:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("warpdrive"), "{verb:?}: {err}");
+    }
+}

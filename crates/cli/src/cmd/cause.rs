@@ -67,6 +67,10 @@ pub struct Args {
     /// (1 ms every 10.37 ms) on the first probed CPU.
     #[arg(long)]
     pub neighbor: bool,
+    /// Run a load (as `punctual load SPEC`) for exactly the probe's time, so
+    /// the recorder names what it steals, e.g. `disk:direct,irq-cpu=1`.
+    #[arg(long, value_name = "SPEC")]
+    pub load: Option<String>,
     /// Restore tracefs after a run that was killed (SIGKILL), then exit.
     #[arg(long)]
     pub cleanup: bool,
@@ -78,6 +82,7 @@ pub fn run(args: Args) -> CliResult {
     }
     let online = opts::online_cpus();
     let cpus = opts::cpu_list(&args.cpus, &online)?;
+    let load_specs = super::load::probe_load_specs(args.load.as_deref())?;
     if args.priority > 99 {
         return Err(CliError::usage(format!(
             "--priority {} is out of range (0 for SCHED_OTHER, 1-99 for SCHED_FIFO)",
@@ -169,7 +174,9 @@ pub fn run(args: Args) -> CliResult {
         threshold,
         max_spikes: args.max_spikes,
     };
+    let loads = super::load::start_loads(&load_specs, args.duration)?;
     let runs = probe::run(&cpus, &cfg, stop.clone());
+    super::load::finish_loads(loads, &load_specs, &mut rec);
     let neighbor_report = neighbor.map(|n| n.stop());
     let trace = match recorder.map(|r| r.stop()) {
         Some(Ok(t)) => Some(t),
@@ -303,6 +310,7 @@ pub fn run(args: Args) -> CliResult {
             n.thread_id, n.bursts, n.spun
         ));
     }
+    out.push_str(&super::load::load_lines(&rec));
     print!("{out}");
     for w in &rec.warnings {
         if !matches!(w, Warning::NoTracing { .. }) {

@@ -71,6 +71,10 @@ pub struct Args {
     /// Clock-read gap above which the test app counts "not running".
     #[arg(long, default_value = "2us", value_parser = opts::positive_duration)]
     gap_threshold: Nanos,
+    /// Run a load (as `punctual load SPEC`) while the reservation runs, e.g.
+    /// `disk:direct,irq-cpu=1` to make interrupts steal from it.
+    #[arg(long, value_name = "SPEC")]
+    load: Option<String>,
     /// Undo what killed runs left behind (cpuset partitions, knobs) and exit.
     #[arg(long)]
     cleanup: bool,
@@ -177,6 +181,7 @@ pub fn run(a: Args) -> CliResult {
     }
     let (spec, constraint) = validate(&a)?;
     opts::check_output("--json", &a.json)?;
+    let load_specs = super::load::probe_load_specs(a.load.as_deref())?;
     if let Err(e) = punctual_reserve::deadline_permitted() {
         return Err(match e.raw_os_error() {
             // EPERM, EACCES
@@ -270,6 +275,14 @@ pub fn run(a: Args) -> CliResult {
     if thread_enforced && a.test_app {
         notes.push("the reserved thread stops itself once charged its budget (--enforce thread), as a precise enforcement would".into());
     }
+    // A command without --duration runs as long as it likes: the load is
+    // stopped when it ends, whatever the bound given here.
+    let load_for = a.duration.unwrap_or(if a.test_app {
+        asked
+    } else {
+        Nanos::from_secs(24 * 3600)
+    });
+    let loads = super::load::start_loads(&load_specs, load_for)?;
     let result = if a.test_app {
         let tcfg = testapp::Config {
             spec,
@@ -292,6 +305,7 @@ pub fn run(a: Args) -> CliResult {
         )
         .map(Outcome::Cmd)
     };
+    super::load::finish_loads(loads, &load_specs, &mut rec);
     if memlock.is_ok() {
         punctual_live::rt::unlock_memory();
     }
@@ -310,7 +324,8 @@ pub fn run(a: Args) -> CliResult {
     if let Some(p) = &a.json {
         crate::output::write_record(&rec, p)?;
     }
-    let text = summary(&rec, &a, &spec, &outcome, &notes);
+    let mut text = summary(&rec, &a, &spec, &outcome, &notes);
+    text.push_str(&super::load::load_lines(&rec));
     // A closed pipe (| head) must not turn a finished run into a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     if let Outcome::Cmd(c) = &outcome {
