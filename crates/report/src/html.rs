@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use punctual_record::{Metric, Nanos, Platform, Record, Series, Severity};
 
-use crate::svg::{BarChart, Line, LineChart, Mark, PeriodChart, Scale};
+use crate::svg::{BarChart, GanttBar, GanttChart, Line, LineChart, Mark, PeriodChart, Scale};
 use crate::tail::{self, Profile, PROFILES};
 use crate::xml::Xml;
 use crate::Input;
@@ -1158,6 +1158,99 @@ fn section_periods(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
     }
 }
 
+/// The chart of `extra.timeline` of one record, `None` when it has none or
+/// it is malformed (a record from elsewhere must not break the page).
+fn timeline_chart(label: &str, v: &serde_json::Value) -> Option<(GanttChart, usize, u64)> {
+    let win = v.get("window_ns")?.as_array()?;
+    let (w0, w1) = (win.first()?.as_u64()?, win.get(1)?.as_u64()?);
+    if w1 <= w0 {
+        return None;
+    }
+    let slices = v.get("slices")?.as_array()?;
+    let dropped = v.get("dropped").and_then(|d| d.as_u64()).unwrap_or(0);
+    // Rows: per CPU, thread tracks first, then the stolen-time tracks.
+    let mut keys: Vec<(u64, bool, String)> = Vec::new();
+    let mut parsed = Vec::new();
+    for sl in slices {
+        let (Some(cpu), Some(track), Some(start), Some(len)) = (
+            sl.get("cpu").and_then(|c| c.as_u64()),
+            sl.get("track").and_then(|c| c.as_str()),
+            sl.get("start_ns").and_then(|c| c.as_u64()),
+            sl.get("len_ns").and_then(|c| c.as_u64()),
+        ) else {
+            continue;
+        };
+        let stolen = sl.get("kind").and_then(|k| k.as_str()) == Some("stolen");
+        let name = sl.get("name").and_then(|k| k.as_str()).unwrap_or(track);
+        let key = (cpu, stolen, track.to_string());
+        if !keys.contains(&key) {
+            keys.push(key.clone());
+        }
+        parsed.push((key, start, len, stolen, name.to_string()));
+    }
+    if parsed.is_empty() {
+        return None;
+    }
+    keys.sort();
+    let ms = |n: u64| n as f64 / 1e6;
+    let bars = parsed
+        .into_iter()
+        .filter_map(|(key, start, len, stolen, name)| {
+            Some(GanttBar {
+                row: keys.binary_search(&key).ok()?,
+                start_ms: ms(start),
+                len_ms: ms(len),
+                stolen,
+                name,
+            })
+        })
+        .collect::<Vec<_>>();
+    let n = bars.len();
+    let chart = GanttChart {
+        title: format!("{label}: execution timeline, {} to {} ms", ms(w0), ms(w1)),
+        rows: keys.iter().map(|(c, _, t)| format!("cpu{c} {t}")).collect(),
+        from_ms: ms(w0),
+        to_ms: ms(w1),
+        bars,
+    };
+    Some((chart, n, dropped))
+}
+
+fn section_timeline(x: &mut Xml, inputs: &[Input]) {
+    let charts: Vec<_> = inputs
+        .iter()
+        .filter_map(|i| {
+            let v = i.record.extra.get("timeline")?;
+            timeline_chart(&i.label, v).map(|c| (i.label.clone(), c))
+        })
+        .collect();
+    if charts.is_empty() {
+        return;
+    }
+    x.leaf(
+        "h2",
+        &[("id", "timeline")],
+        "Execution timeline (simulated)",
+    );
+    x.leaf(
+        "p",
+        &[("class", "note")],
+        "Which thread had each CPU when, over the start of the simulated run: blue bars are a thread running, vermillion bars are time stolen from threads by interrupts, DPCs or the hypervisor (seed 004 Figures 11.1/11.2). Hover a bar for its name, start and length.",
+    );
+    for (label, (chart, n, dropped)) in charts {
+        x.fragment(chart.render());
+        if dropped > 0 {
+            x.leaf(
+                "p",
+                &[("class", "note")],
+                &format!(
+                    "{label}: {n} slices drawn; {dropped} more in the window were not kept (slice cap), so the right end of the chart is incomplete."
+                ),
+            );
+        }
+    }
+}
+
 fn section_loads(x: &mut Xml, inputs: &[Input]) {
     if inputs.iter().all(|i| i.record.load.is_empty()) {
         return;
@@ -1255,6 +1348,7 @@ pub fn render(inputs: &[Input], o: &HtmlOptions) -> Vec<u8> {
     section_stolen(&mut x, inputs, o);
     section_spikes(&mut x, inputs);
     section_periods(&mut x, inputs, o);
+    section_timeline(&mut x, inputs);
     section_loads(&mut x, inputs);
     section_platform(&mut x, inputs);
     section_config(&mut x, inputs);

@@ -623,6 +623,197 @@ impl PeriodChart {
     }
 }
 
+/// One bar of a [`GanttChart`].
+pub struct GanttBar {
+    pub row: usize,
+    pub start_ms: f64,
+    pub len_ms: f64,
+    /// Stolen time (interrupts, DPCs, hypervisor) rather than a thread run.
+    pub stolen: bool,
+    /// Shown on hover: what ran.
+    pub name: String,
+}
+
+/// Who had each CPU when, one row per (CPU, track), stolen slices in a
+/// contrasting colour (seed 004 Figures 11.1/11.2).
+pub struct GanttChart {
+    pub title: String,
+    pub rows: Vec<String>,
+    /// Time axis range in milliseconds.
+    pub from_ms: f64,
+    pub to_ms: f64,
+    pub bars: Vec<GanttBar>,
+}
+
+/// Colours of the Gantt chart: thread runs blue, stolen time vermillion.
+pub const GANTT_RUN: &str = "#0072B2";
+pub const GANTT_STOLEN: &str = "#D55E00";
+
+impl GanttChart {
+    pub fn render(&self) -> Xml {
+        const ROW: f64 = 20.0;
+        const LABEL_W: f64 = 150.0;
+        let mut x = Xml::new();
+        let plot_h = ROW * self.rows.len().max(1) as f64;
+        let h = TOP + plot_h + BOTTOM + 22.0;
+        x.open(
+            "svg",
+            &[
+                ("xmlns", "http://www.w3.org/2000/svg"),
+                ("class", "plot gantt"),
+                ("viewBox", &format!("0 0 {W} {}", f(h))),
+                ("role", "img"),
+            ],
+        );
+        x.leaf("title", &[], &self.title);
+        x.leaf(
+            "text",
+            &[
+                ("x", &f(W / 2.0)),
+                ("y", "20"),
+                ("text-anchor", "middle"),
+                ("class", "ptitle"),
+            ],
+            &self.title,
+        );
+        let (x0, x1) = (LABEL_W, W - RIGHT);
+        let span = (self.to_ms - self.from_ms).max(1e-9);
+        let px = |ms: f64| x0 + ((ms - self.from_ms) / span).clamp(0.0, 1.0) * (x1 - x0);
+        let y_end = TOP + plot_h;
+        x.open("g", &[("class", "axes")]);
+        for (i, r) in self.rows.iter().enumerate() {
+            let y = TOP + ROW * i as f64;
+            if i % 2 == 1 {
+                x.empty(
+                    "rect",
+                    &[
+                        ("x", &f(x0)),
+                        ("y", &f(y)),
+                        ("width", &f(x1 - x0)),
+                        ("height", &f(ROW)),
+                        ("fill", "#f3f3f3"),
+                    ],
+                );
+            }
+            x.leaf(
+                "text",
+                &[
+                    ("x", &f(x0 - 6.0)),
+                    ("y", &f(y + ROW * 0.7)),
+                    ("text-anchor", "end"),
+                    ("class", "tick"),
+                ],
+                &truncate(r, 22),
+            );
+        }
+        x.empty(
+            "rect",
+            &[
+                ("x", &f(x0)),
+                ("y", &f(TOP)),
+                ("width", &f(x1 - x0)),
+                ("height", &f(plot_h)),
+                ("class", "frame"),
+                ("fill", "none"),
+                ("stroke", "#888"),
+            ],
+        );
+        let scale = Scale::Linear {
+            min: self.from_ms,
+            max: self.to_ms,
+        };
+        for t in scale.ticks() {
+            let tx = px(t);
+            x.empty(
+                "line",
+                &[
+                    ("x1", &f(tx)),
+                    ("x2", &f(tx)),
+                    ("y1", &f(y_end)),
+                    ("y2", &f(y_end + 5.0)),
+                    ("stroke", "#888"),
+                ],
+            );
+            x.leaf(
+                "text",
+                &[
+                    ("x", &f(tx)),
+                    ("y", &f(y_end + 18.0)),
+                    ("text-anchor", "middle"),
+                    ("class", "tick"),
+                ],
+                &tick_label(t),
+            );
+        }
+        x.leaf(
+            "text",
+            &[
+                ("x", &f((x0 + x1) / 2.0)),
+                ("y", &f(y_end + 36.0)),
+                ("text-anchor", "middle"),
+                ("class", "alabel"),
+            ],
+            "simulated time (ms)",
+        );
+        x.close("g");
+        x.open("g", &[("class", "data")]);
+        for b in &self.bars {
+            if b.row >= self.rows.len() {
+                continue;
+            }
+            let bx = px(b.start_ms);
+            // A slice shorter than a pixel still shows: stolen gaps of a
+            // few microseconds are the point of the chart.
+            let bw = (px(b.start_ms + b.len_ms) - bx).max(0.8);
+            let y = TOP + ROW * b.row as f64 + 3.0;
+            x.open(
+                "rect",
+                &[
+                    ("x", &f(bx)),
+                    ("y", &f(y)),
+                    ("width", &f(bw)),
+                    ("height", &f(ROW - 6.0)),
+                    ("fill", if b.stolen { GANTT_STOLEN } else { GANTT_RUN }),
+                    ("class", if b.stolen { "bar stolen" } else { "bar run" }),
+                ],
+            );
+            x.leaf(
+                "title",
+                &[],
+                &format!("{} {:.3} ms +{:.3} ms", b.name, b.start_ms, b.len_ms),
+            );
+            x.close("rect");
+        }
+        x.close("g");
+        x.open("g", &[("class", "legend")]);
+        let ly = y_end + 50.0;
+        for (i, (name, colour)) in [("thread running", GANTT_RUN), ("stolen", GANTT_STOLEN)]
+            .iter()
+            .enumerate()
+        {
+            let lx = x0 + 180.0 * i as f64;
+            x.empty(
+                "rect",
+                &[
+                    ("x", &f(lx)),
+                    ("y", &f(ly - 10.0)),
+                    ("width", "22"),
+                    ("height", "10"),
+                    ("fill", colour),
+                ],
+            );
+            x.leaf(
+                "text",
+                &[("x", &f(lx + 28.0)), ("y", &f(ly)), ("class", "ltext")],
+                name,
+            );
+        }
+        x.close("g");
+        x.close("svg");
+        x
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

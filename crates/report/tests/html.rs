@@ -121,3 +121,34 @@ fn write_sample_page() {
     punctual_record::write_atomic(&p, page(&all()).as_bytes()).unwrap();
     eprintln!("sample report: {}", p.display());
 }
+
+/// A simulated record with `extra.timeline` gets the Gantt section: one
+/// bar per slice, stolen slices marked apart, hostile names kept as text.
+#[test]
+fn timeline_renders_bars_and_escapes_names() {
+    let mut rec = fixture("reserve-sim.json").record;
+    rec.extra.insert(
+        "timeline".into(),
+        serde_json::json!({
+            "window_ns": [0, 10_000_000],
+            "slices": [
+                {"cpu": 0, "track": "<script>alert(1)</script>", "kind": "run",
+                 "name": "<script>alert(1)</script>", "start_ns": 0, "len_ns": 2_000_000},
+                {"cpu": 0, "track": "irq", "kind": "stolen", "name": "tcp:irq",
+                 "start_ns": 2_000_000, "len_ns": 5_000},
+                {"cpu": 1, "track": "t2", "kind": "run", "name": "t2",
+                 "start_ns": 1_000_000, "len_ns": 3_000_000},
+            ],
+            "dropped": 7,
+        }),
+    );
+    let without = page(&[fixture("reserve-sim.json")]);
+    assert!(!without.contains("id=\"timeline\""));
+    let s = page(&[Input::new("sim", rec)]);
+    assert!(s.contains("id=\"timeline\""), "timeline section missing");
+    assert_eq!(s.matches("class=\"bar run\"").count(), 2);
+    assert_eq!(s.matches("class=\"bar stolen\"").count(), 1);
+    assert!(!s.contains("<script"), "track name became markup");
+    assert!(s.contains("&lt;script&gt;"), "track name lost");
+    assert!(s.contains("7 more in the window were not kept"));
+}

@@ -287,6 +287,69 @@ pub struct RunOptions {
     pub duration: Option<Nanos>,
     /// Collect trace slices, at most this many.
     pub trace_cap: Option<usize>,
+    /// Span of simulated time kept in the record's bounded slice log
+    /// (`extra.timeline`); `None` means [`TIMELINE_WINDOW_DEFAULT`], zero
+    /// keeps none. A window rather than the whole run because the report
+    /// embeds it and a Gantt chart of minutes of 1 ms periods is unreadable.
+    pub timeline_window: Option<Nanos>,
+}
+
+/// The record keeps this much of the start of a run as a slice log.
+pub const TIMELINE_WINDOW_DEFAULT: Nanos = Nanos(200_000_000);
+/// At most this many slices in the record's log, so records stay small.
+pub const TIMELINE_CAP: usize = 5000;
+
+/// One slice of the record's execution timeline.
+#[derive(Clone, Debug)]
+pub struct TimelineSlice {
+    pub cpu: u32,
+    /// Row of the chart: the task's name, or the kind of the interrupt
+    /// source (`irq`, `dpc`, …) whose handler stole the time.
+    pub track: String,
+    /// `run` (a thread had the CPU) or `stolen` (interrupts, DPCs or the
+    /// hypervisor had it).
+    pub kind: &'static str,
+    pub name: String,
+    pub start: Nanos,
+    pub len: Nanos,
+}
+
+/// The bounded slice log of the first `window` of a run.
+#[derive(Clone, Debug, Default)]
+pub struct TimelineLog {
+    pub window: Nanos,
+    pub slices: Vec<TimelineSlice>,
+    /// Slices inside the window that did not fit under [`TIMELINE_CAP`].
+    pub dropped: u64,
+}
+
+impl TimelineLog {
+    pub(crate) fn push(
+        &mut self,
+        cpu: usize,
+        track: &str,
+        kind: &'static str,
+        name: &str,
+        start: Nanos,
+        len: Nanos,
+    ) {
+        if len.is_zero() || start >= self.window {
+            return;
+        }
+        if self.slices.len() >= TIMELINE_CAP {
+            self.dropped += 1;
+            return;
+        }
+        let end = Nanos((start.0 + len.0).min(self.window.0));
+        self.slices.push(TimelineSlice {
+            cpu: cpu as u32,
+            track: track.to_string(),
+            kind,
+            name: name.to_string(),
+            start,
+            len: end - start,
+        });
+    }
 }
 
 /// Everything a run produced.
@@ -308,6 +371,7 @@ pub struct Outcome {
     pub spikes_dropped: u64,
     pub trace: Vec<TraceSlice>,
     pub trace_dropped: u64,
+    pub timeline: TimelineLog,
     pub warnings: Vec<String>,
     pub clock: String,
     /// Plan mode: the `[[constraint]]` queries and what became of them.
@@ -354,6 +418,7 @@ pub struct Sim {
     trace: Option<Vec<TraceSlice>>,
     trace_cap: usize,
     trace_dropped: u64,
+    timeline: TimelineLog,
     warnings: Vec<String>,
     clock_desc: String,
 }
@@ -484,6 +549,10 @@ impl Sim {
             trace: opts.trace_cap.map(|_| Vec::new()),
             trace_cap: opts.trace_cap.unwrap_or(0),
             trace_dropped: 0,
+            timeline: TimelineLog {
+                window: opts.timeline_window.unwrap_or(TIMELINE_WINDOW_DEFAULT),
+                ..Default::default()
+            },
             warnings: Vec::new(),
             clock_desc: String::new(),
         };
@@ -1570,6 +1639,8 @@ impl Sim {
                     if item.len > s.max {
                         s.max = item.len;
                     }
+                    self.timeline
+                        .push(c, &s.kind, "stolen", &s.name, now - item.len, item.len);
                     if let Some(tr) = &mut self.trace {
                         if !item.len.is_zero() {
                             if tr.len() < self.trace_cap {
@@ -1826,6 +1897,10 @@ impl Sim {
     fn trace_thread(&mut self, c: usize, ti: usize) {
         let now = self.now;
         let start = self.cpus[c].slice_start;
+        if now > start {
+            let name = &self.tasks[ti].stats.name;
+            self.timeline.push(c, name, "run", name, start, now - start);
+        }
         if let Some(tr) = &mut self.trace {
             if now > start {
                 if tr.len() < self.trace_cap {
@@ -1936,6 +2011,7 @@ impl Sim {
             spikes_dropped: self.spikes_dropped,
             trace: self.trace.unwrap_or_default(),
             trace_dropped: self.trace_dropped,
+            timeline: self.timeline,
             warnings: self.warnings,
             clock: self.clock_desc,
             constraints: Vec::new(),

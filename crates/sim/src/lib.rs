@@ -14,7 +14,10 @@ pub mod scenario;
 
 use std::sync::atomic::AtomicBool;
 
-pub use engine::{Outcome, RunOptions, Sim, DEFAULT_DURATION, DEFAULT_SEED};
+pub use engine::{
+    Outcome, RunOptions, Sim, TimelineLog, TimelineSlice, DEFAULT_DURATION, DEFAULT_SEED,
+    TIMELINE_CAP, TIMELINE_WINDOW_DEFAULT,
+};
 pub use output::{summary, to_record, trace_json};
 pub use scenario::{parse_set, sweep_values, Scenario, ScenarioError};
 

@@ -264,6 +264,9 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
     }
     let sum: BTreeMap<String, Value> = summary(o).into_iter().map(|(k, v)| (k, json!(v))).collect();
     r.extra.insert("summary".into(), json!(sum));
+    if let Some(t) = timeline_json(o) {
+        r.extra.insert("timeline".into(), t);
+    }
     r
 }
 
@@ -301,4 +304,34 @@ pub fn trace_json(o: &Outcome) -> String {
         }
     });
     serde_json::to_string(&doc).expect("trace serializes")
+}
+
+/// `extra.timeline`: the bounded slice log of the start of the run, so the
+/// HTML report can draw who ran when and where time was stolen without a
+/// separate trace file. `None` when the window is zero.
+fn timeline_json(o: &Outcome) -> Option<Value> {
+    let t = &o.timeline;
+    if t.window.is_zero() {
+        return None;
+    }
+    let end = t.window.min(o.ended_at);
+    let slices: Vec<Value> = t
+        .slices
+        .iter()
+        .map(|s| {
+            json!({
+                "cpu": s.cpu,
+                "track": s.track,
+                "kind": s.kind,
+                "name": s.name,
+                "start_ns": s.start.0,
+                "len_ns": s.len.0,
+            })
+        })
+        .collect();
+    Some(json!({
+        "window_ns": [0u64, end.0],
+        "slices": slices,
+        "dropped": t.dropped,
+    }))
 }

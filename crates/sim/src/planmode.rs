@@ -18,8 +18,8 @@ use punctual_sched::PeriodStat;
 use punctual_units::Nanos;
 
 use crate::engine::{
-    CpuStolen, Outcome, PeriodTotals, RunOptions, TaskStats, TraceSlice, DEFAULT_DURATION,
-    DEFAULT_SEED, MAX_PERIODS,
+    CpuStolen, Outcome, PeriodTotals, RunOptions, TaskStats, TimelineLog, TraceSlice,
+    DEFAULT_DURATION, DEFAULT_SEED, MAX_PERIODS, TIMELINE_WINDOW_DEFAULT,
 };
 use crate::scenario::{Scenario, ScenarioError, MAX_DURATION};
 
@@ -214,6 +214,10 @@ pub fn run(
     let mut trace = Vec::new();
     let mut trace_dropped = 0u64;
     let trace_cap = opts.trace_cap.unwrap_or(0);
+    let mut timeline = TimelineLog {
+        window: opts.timeline_window.unwrap_or(TIMELINE_WINDOW_DEFAULT),
+        ..Default::default()
+    };
 
     // Closes every period of task `i` that ended by `upto`.
     let close = |i: usize,
@@ -363,6 +367,7 @@ pub fn run(
                 tasks[i].cur_received += e - s;
                 s = e;
             }
+            timeline.push(0, &tasks[i].name, "run", &tasks[i].name, now, until - now);
             if trace.len() < trace_cap {
                 trace.push(TraceSlice {
                     cpu: 0,
@@ -432,6 +437,7 @@ pub fn run(
         spikes_dropped: 0,
         trace,
         trace_dropped,
+        timeline,
         warnings,
         clock: format!("plan (base {base}): {}", plan_summary(&plan)),
         constraints: results,

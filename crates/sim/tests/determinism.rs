@@ -10,6 +10,7 @@ fn record_bytes(file: &str, text: &str, seed: Option<u64>) -> (String, String) {
         seed,
         duration: None,
         trace_cap: Some(50_000),
+        ..Default::default()
     };
     let (scn, o) = run_text(file, text, &[], &opts).unwrap_or_else(|e| panic!("{e}"));
     (to_record(&scn, &o, &[]).to_json_pretty(), trace_json(&o))

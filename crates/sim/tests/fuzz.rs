@@ -100,6 +100,7 @@ fn mutated_scenarios_never_panic() {
         seed: Some(1),
         duration: Some(Nanos::from_ms(50)),
         trace_cap: Some(1000),
+        ..Default::default()
     };
     let (mut ok, mut err) = (0, 0);
     for round in 0..400 {

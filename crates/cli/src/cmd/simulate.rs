@@ -34,6 +34,10 @@ pub struct Args {
     /// Most slices kept in the trace; later ones are counted as dropped.
     #[arg(long, default_value_t = 200_000)]
     pub trace_cap: usize,
+    /// Simulated time from the start kept as a slice log in the record
+    /// (`extra.timeline`, drawn by `report --html`); `0s` keeps none.
+    #[arg(long, value_parser = opts::duration, default_value = "200ms")]
+    pub timeline_window: Nanos,
     /// Override a scenario field: key=value (e.g. task.t2.reserve.over=0.1).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -67,6 +71,7 @@ pub fn run(args: Args) -> CliResult {
         seed: args.seed,
         duration: args.duration,
         trace_cap: args.trace.as_ref().map(|_| args.trace_cap),
+        timeline_window: Some(args.timeline_window),
     };
     let stop = crate::interrupt::stop_flag();
     if let Some(sw) = &args.sweep {
