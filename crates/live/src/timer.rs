@@ -277,14 +277,12 @@ pub struct TimerConfig {
 #[derive(Debug)]
 pub struct Progress {
     pub max_ns: Vec<AtomicU64>,
-    pub samples: AtomicU64,
 }
 
 impl Progress {
     pub fn new(cpus: usize) -> Arc<Progress> {
         Arc::new(Progress {
             max_ns: (0..cpus).map(|_| AtomicU64::new(0)).collect(),
-            samples: AtomicU64::new(0),
         })
     }
     pub fn max(&self) -> Nanos {
@@ -345,6 +343,11 @@ pub fn run_one<S: WakeSource>(
     let mut p = TimerProcessor::new(cpu, cfg.interval, start, log);
     let mut expected = start + cfg.interval;
     let mut last = start;
+    // The shared progress maximum is written only when this thread's own
+    // maximum grows: an atomic read-modify-write per wake-up would put a
+    // cache line shared with the other CPUs' probes into the measured path.
+    let mut local_max = Nanos::ZERO;
+    let shared_max = progress.max_ns.get(idx);
     while expected <= end && !stop.load(Ordering::Relaxed) {
         let Some(actual) = src.wait_until(expected) else {
             break;
@@ -352,10 +355,12 @@ pub fn run_one<S: WakeSource>(
         last = actual;
         let lat = actual.saturating_sub(expected);
         expected = p.on_wakeup(expected, actual);
-        if let Some(m) = progress.max_ns.get(idx) {
-            m.fetch_max(lat.0, Ordering::Relaxed);
+        if lat > local_max {
+            local_max = lat;
+            if let Some(m) = shared_max {
+                m.fetch_max(lat.0, Ordering::Relaxed);
+            }
         }
-        progress.samples.fetch_add(1, Ordering::Relaxed);
     }
     (p, last - start)
 }
