@@ -131,19 +131,9 @@ impl Prepared for CpuPrepared {
 impl Running for CpuRunning {
     fn finish(self: Box<Self>) -> Outcome {
         let mut out = Outcome::default();
-        let mut ws = Vec::new();
-        for h in self.handles {
-            match h.join() {
-                Ok(w) => ws.push(w),
-                Err(_) => out.warnings.push("cpu load: a worker panicked".into()),
-            }
-        }
-        for w in &ws {
-            for m in &w.warnings {
-                if !out.warnings.contains(m) {
-                    out.warnings.push(m.clone());
-                }
-            }
+        let ws = out.join("cpu", self.handles);
+        for m in ws.iter().flat_map(|w| &w.warnings) {
+            out.warn_once(m);
         }
         let end = ws
             .iter()

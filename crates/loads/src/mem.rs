@@ -123,19 +123,12 @@ impl Running for MemRunning {
         let mut out = Outcome::default();
         let (mut copied, mut cpu) = (0u64, 0f64);
         let mut end = self.start;
-        for h in self.handles {
-            match h.join() {
-                Ok((b, c, e, w)) => {
-                    copied += b;
-                    cpu += c;
-                    end = end.max(e);
-                    if let Some(w) = w {
-                        if !out.warnings.contains(&w) {
-                            out.warnings.push(w);
-                        }
-                    }
-                }
-                Err(_) => out.warnings.push("mem load: a worker panicked".into()),
+        for (b, c, e, w) in out.join("mem", self.handles) {
+            copied += b;
+            cpu += c;
+            end = end.max(e);
+            if let Some(w) = w {
+                out.warn_once(&w);
             }
         }
         let wall = secs(end.saturating_duration_since(self.start)).max(1e-9);

@@ -71,19 +71,9 @@ impl Prepared for TimerPrepared {
 impl Running for TimerRunning {
     fn finish(self: Box<Self>) -> Outcome {
         let mut out = Outcome::default();
-        let mut ws = Vec::new();
-        for h in self.handles {
-            match h.join() {
-                Ok(w) => ws.push(w),
-                Err(_) => out.warnings.push("timer load: a worker panicked".into()),
-            }
-        }
-        for w in &ws {
-            if let Some(m) = &w.warning {
-                if !out.warnings.contains(m) {
-                    out.warnings.push(m.clone());
-                }
-            }
+        let ws = out.join("timer", self.handles);
+        for m in ws.iter().filter_map(|w| w.warning.as_deref()) {
+            out.warn_once(m);
         }
         let end = ws
             .iter()

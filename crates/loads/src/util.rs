@@ -41,6 +41,27 @@ impl Outcome {
             self.achieved.insert(key.to_string(), v);
         }
     }
+
+    /// Adds a warning unless the same sentence is already there (every
+    /// worker of a load tends to hit the same refusal).
+    pub fn warn_once(&mut self, m: &str) {
+        if !self.warnings.iter().any(|w| w == m) {
+            self.warnings.push(m.to_string());
+        }
+    }
+
+    /// Joins a load's worker threads, turning a panicked worker into a
+    /// warning instead of losing the other workers' figures.
+    pub fn join<W>(&mut self, kind: &str, handles: Vec<std::thread::JoinHandle<W>>) -> Vec<W> {
+        let mut ws = Vec::with_capacity(handles.len());
+        for h in handles {
+            match h.join() {
+                Ok(w) => ws.push(w),
+                Err(_) => self.warn_once(&format!("{kind} load: a worker panicked")),
+            }
+        }
+        ws
+    }
 }
 
 /// CPU time the calling thread has consumed.
