@@ -299,6 +299,13 @@ pub const TIMELINE_WINDOW_DEFAULT: Nanos = Nanos(200_000_000);
 /// At most this many slices in the record's log, so records stay small.
 pub const TIMELINE_CAP: usize = 5000;
 
+/// Whose time a slice of CPU is: a noise source's handler or a task.
+#[derive(Clone, Copy)]
+enum SliceOwner {
+    Source(usize),
+    Task(usize),
+}
+
 /// One slice of the record's execution timeline.
 #[derive(Clone, Debug)]
 pub struct TimelineSlice {
@@ -1639,23 +1646,7 @@ impl Sim {
                     if item.len > s.max {
                         s.max = item.len;
                     }
-                    self.timeline
-                        .push(c, &s.kind, "stolen", &s.name, now - item.len, item.len);
-                    if let Some(tr) = &mut self.trace {
-                        if !item.len.is_zero() {
-                            if tr.len() < self.trace_cap {
-                                tr.push(TraceSlice {
-                                    cpu: c as u32,
-                                    track: 0,
-                                    name: self.sources[item.src].name.clone(),
-                                    start: now - item.len,
-                                    dur: item.len,
-                                });
-                            } else {
-                                self.trace_dropped += 1;
-                            }
-                        }
-                    }
+                    self.emit_slice(c, SliceOwner::Source(item.src), now - item.len, item.len);
                     if let Action::Release { task, nominal } = item.action {
                         self.release_inner(task, nominal);
                     }
@@ -1895,25 +1886,36 @@ impl Sim {
     }
 
     fn trace_thread(&mut self, c: usize, ti: usize) {
-        let now = self.now;
         let start = self.cpus[c].slice_start;
-        if now > start {
-            let name = &self.tasks[ti].stats.name;
-            self.timeline.push(c, name, "run", name, start, now - start);
+        let len = self.now.saturating_sub(start);
+        self.emit_slice(c, SliceOwner::Task(ti), start, len);
+    }
+
+    /// One place where a slice of CPU time goes to both slice consumers:
+    /// the record's bounded timeline and, when asked, the `--trace` log.
+    fn emit_slice(&mut self, c: usize, who: SliceOwner, start: Nanos, len: Nanos) {
+        if len.is_zero() {
+            return;
         }
+        let (label, name, kind, track) = match who {
+            SliceOwner::Source(i) => (&self.sources[i].kind, &self.sources[i].name, "stolen", 0),
+            SliceOwner::Task(ti) => {
+                let n = &self.tasks[ti].stats.name;
+                (n, n, "run", ti as u32 + 1)
+            }
+        };
+        self.timeline.push(c, label, kind, name, start, len);
         if let Some(tr) = &mut self.trace {
-            if now > start {
-                if tr.len() < self.trace_cap {
-                    tr.push(TraceSlice {
-                        cpu: c as u32,
-                        track: ti as u32 + 1,
-                        name: self.tasks[ti].stats.name.clone(),
-                        start,
-                        dur: now - start,
-                    });
-                } else {
-                    self.trace_dropped += 1;
-                }
+            if tr.len() < self.trace_cap {
+                tr.push(TraceSlice {
+                    cpu: c as u32,
+                    track,
+                    name: name.clone(),
+                    start,
+                    dur: len,
+                });
+            } else {
+                self.trace_dropped += 1;
             }
         }
     }
