@@ -1,11 +1,14 @@
 //! `--cause` on the probe verbs (`timer`, `noise`, `check`): the tracefs
 //! flight recorder from `punctual_trace` runs beside the real probe, and
 //! its events name what filled each spike and each stolen interval of that
-//! probe's own record. `punctual cause` does the same with its own minimal
-//! probe; here the user keeps every option and table of the verb they know.
+//! probe's own record. `punctual cause` runs the same probes with more
+//! knobs for the recorder; here the user keeps every option and table of
+//! the verb they know.
 
 use punctual_record::{Record, Spike, Warning};
-use punctual_trace::recorder::{CauseSummary, FlightRecorder, Options, ProbeThread};
+use punctual_trace::recorder::{
+    CauseSummary, FlightRecorder, Options, ProbeGaps, ProbeThread, Trace,
+};
 use punctual_units::Nanos;
 
 use crate::opts;
@@ -42,17 +45,60 @@ pub fn start(args: &CauseArgs, cpus: &[u32], rec: &mut Record) -> Option<Attache
     if let Some(t) = args.cause_threshold {
         rec.set_config("cause_threshold_ns", t.0);
     }
-    let recorder = match FlightRecorder::start(cpus, &Options::default()) {
+    let recorder = start_recorder(cpus, &Options::default(), rec);
+    Some(Attached {
+        recorder,
+        threshold: args.cause_threshold,
+    })
+}
+
+/// Starts the recorder, or records (and prints) the one warning that says
+/// why tracing is unavailable.
+pub fn start_recorder(cpus: &[u32], opts: &Options, rec: &mut Record) -> Option<FlightRecorder> {
+    match FlightRecorder::start(cpus, opts) {
         Ok(r) => Some(r),
         Err(e) => {
             no_tracing(rec, e.0);
             None
         }
+    }
+}
+
+/// Stops the recorder; a failure is the same single warning.
+pub fn stop_recorder(recorder: FlightRecorder, rec: &mut Record) -> Option<Trace> {
+    match recorder.stop() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            no_tracing(rec, e.0);
+            None
+        }
+    }
+}
+
+/// Attributes the record's spikes at or over `threshold` (all when
+/// `None`) and its stolen time, split interval by interval for the CPUs in
+/// `gaps`. Spikes under the threshold stay in the record, not broken down.
+pub fn attribute(
+    trace: &Trace,
+    rec: &mut Record,
+    probes: &[ProbeThread],
+    threshold: Option<Nanos>,
+    gaps: &[ProbeGaps],
+) -> CauseSummary {
+    let kept: Vec<Spike> = match threshold {
+        Some(t) => {
+            let (big, small): (Vec<Spike>, Vec<Spike>) = std::mem::take(&mut rec.spikes)
+                .into_iter()
+                .partition(|s| s.value_ns >= t);
+            rec.spikes = big;
+            small
+        }
+        None => Vec::new(),
     };
-    Some(Attached {
-        recorder,
-        threshold: args.cause_threshold,
-    })
+    let sum = trace.attribute_with_gaps(rec, probes, gaps);
+    rec.spikes.extend(kept);
+    rec.spikes.sort_by_key(|s| (s.at_ns, s.cpu));
+    sum
 }
 
 fn no_tracing(rec: &mut Record, reason: String) {
@@ -76,13 +122,15 @@ pub fn threads(tids: &[(u32, i32)], origin: Nanos, span: Nanos) -> Vec<ProbeThre
 }
 
 /// Stops the recorder right after the probe and attributes the record's
-/// spikes (those at or over the threshold) and stolen intervals. Returns
+/// spikes (those at or over the threshold) and stolen time, interval by
+/// interval for the CPUs in `gaps` (the noise probe's log). Returns
 /// the text to print, headed by `what` was measured: top offenders, per-spike breakdowns, and what the
 /// recorder cost.
 pub fn finish(
     att: Option<Attached>,
     rec: &mut Record,
     probes: &[ProbeThread],
+    gaps: &[ProbeGaps],
     what: &str,
 ) -> String {
     let Some(att) = att else {
@@ -91,28 +139,10 @@ pub fn finish(
     let Some(recorder) = att.recorder else {
         return String::new();
     };
-    let trace = match recorder.stop() {
-        Ok(t) => t,
-        Err(e) => {
-            no_tracing(rec, e.0);
-            return String::new();
-        }
+    let Some(trace) = stop_recorder(recorder, rec) else {
+        return String::new();
     };
-    // Spikes under the threshold are set aside so their windows are not
-    // broken down, then put back in time order.
-    let kept: Vec<Spike> = match att.threshold {
-        Some(t) => {
-            let (big, small): (Vec<Spike>, Vec<Spike>) = std::mem::take(&mut rec.spikes)
-                .into_iter()
-                .partition(|s| s.value_ns >= t);
-            rec.spikes = big;
-            small
-        }
-        None => Vec::new(),
-    };
-    let sum = trace.attribute(rec, probes);
-    rec.spikes.extend(kept);
-    rec.spikes.sort_by_key(|s| (s.at_ns, s.cpu));
+    let sum = attribute(&trace, rec, probes, att.threshold, gaps);
     let mut out = format!("\n== causes of {what} (tracefs flight recorder)\n");
     out.push_str(&report(&sum, rec, 10, 10));
     out

@@ -59,6 +59,22 @@ fn other_punctual_instances(except: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// `instances/punctual-<pid>` whose process is gone: left behind. (Live
+/// ones belong to other punctual runs on this shared machine.)
+fn dead_punctual_instances() -> Vec<String> {
+    std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    n.strip_prefix("punctual-")
+                        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[test]
 fn bad_input_is_refused_with_status_2() {
     bin()
@@ -273,11 +289,35 @@ fn probe_verbs_attribute_their_own_record() {
         .unwrap_or_else(|| panic!("the load thread is not named: {by:?}"));
     assert_eq!(load["kind"], "thread");
     // It ran 20% of the time at rt99 above a rt95 loop: most of what was
-    // stolen (the rest: ticks, RT-throttling gaps given to other work).
-    assert!(load["share"].as_f64().unwrap() > 0.3, "{load}");
+    // stolen (the rest: ticks, RT-throttling gaps given to other work),
+    // apart from other processes' real-time or deadline work on the CPU
+    // (other test suites here), which the rows of extra.cause name.
+    let rows = rec["extra"]["cause"]["per_cpu"][0]["sources"]
+        .as_array()
+        .unwrap();
+    let foreign: u64 = rows
+        .iter()
+        .filter(|r| {
+            let sched = r["sched"].as_str().unwrap_or("");
+            let name = r["name"].as_str().unwrap_or("");
+            r["kind"] == "throttle"
+                || ((sched.starts_with("rt") || sched == "deadline") && !name.starts_with("pl-cpu"))
+        })
+        .map(|r| r["total_ns"].as_u64().unwrap())
+        .sum();
+    let stolen: u64 = by.iter().map(|s| s["total_ns"].as_u64().unwrap()).sum();
+    let share =
+        load["total_ns"].as_u64().unwrap() as f64 / stolen.saturating_sub(foreign).max(1) as f64;
+    assert!(
+        share > 0.3,
+        "{load}: {share:.3} of the stolen time not taken by others"
+    );
     assert!(rec["extra"]["cause"].is_object());
     assert!(rec["load"][0]["achieved"]["cpu_s"].as_f64().unwrap() > 0.05);
-    assert!(!other_punctual_instances(0), "a tracing instance was left");
+    assert!(
+        dead_punctual_instances().is_empty(),
+        "a tracing instance was left"
+    );
 
     // The timer verb too: every kept spike over the threshold is broken
     // down (or flagged incomplete), the ones under it are left alone.
@@ -373,4 +413,111 @@ fn probe_cause_flags_are_checked() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("banana"));
+}
+
+/// A SCHED_FIFO busy loop under the kernel's RT throttling
+/// (`sched_rt_runtime_us` < period) is stopped for the rest of each
+/// period: that time must be named `rt throttling` (with a hint), not
+/// "cpu idle"; and punctual's own threads are never someone's offenders.
+#[test]
+fn rt_throttling_is_named_and_own_threads_are_labelled() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !is_root() {
+        eprintln!("skipped: needs root for tracefs and SCHED_FIFO");
+        return;
+    }
+    let knob = |k: &str| -> i64 {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{k}"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(-1)
+    };
+    let (runtime, period) = (knob("sched_rt_runtime_us"), knob("sched_rt_period_us"));
+    if runtime < 0 || period <= runtime {
+        eprintln!("skipped: RT throttling is off here (sched_rt_runtime_us {runtime})");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = bin()
+        .args(["cause", "--probe", "noise", "--cpus", "1"])
+        .args(["--duration", "2500ms", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let cause = &rec["extra"]["cause"];
+    // Own threads: recorded, and none of them shows as a plain thread.
+    let own: Vec<i64> = cause["own_threads"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|t| t[0].as_i64()).collect())
+        .unwrap_or_default();
+    assert!(!own.is_empty(), "punctual's own threads not seen");
+    let by = rec["stolen"][0]["by_source"].as_array().unwrap();
+    for s in by.iter().filter(|s| s["kind"] == "thread") {
+        let pid: i64 = s["name"]
+            .as_str()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(!own.contains(&pid), "own thread {s} shown as a thread");
+    }
+    // The split adds up to what the probe lost.
+    let total: u64 = by.iter().map(|s| s["total_ns"].as_u64().unwrap()).sum();
+    assert_eq!(total, rec["stolen"][0]["total_ns"].as_u64().unwrap());
+    let throttle = by
+        .iter()
+        .find(|s| s["kind"] == "throttle" && s["name"] == "rt throttling");
+    let Some(throttle) = throttle else {
+        // Another process's deadline or real-time work on the CPU uses up
+        // the RT budget's room: then the probe is not throttled at all.
+        let foreign = by
+            .iter()
+            .filter(|s| s["kind"] == "thread")
+            .map(|s| s["share"].as_f64().unwrap())
+            .sum::<f64>();
+        assert!(foreign > 0.1, "no rt throttling named: {by:?}");
+        eprintln!("skipped the throttling check: other threads took {foreign:.2} of the CPU");
+        return;
+    };
+    // At least one whole throttled stretch (period - runtime) in a 2.5 s
+    // run, less its edges: the timer interrupt that throttles the probe
+    // and the one that lets it run again are named as themselves (up to a
+    // tenth of the stretch on this VM: 48.9 of 50 ms seen).
+    let gap_ns = ((period - runtime) * 1000) as u64;
+    assert!(
+        throttle["total_ns"].as_u64().unwrap() >= gap_ns * 9 / 10,
+        "{throttle}"
+    );
+    assert!(stdout.contains("hint: rt throttling"), "{stdout}");
+    assert!(!cause["hints"].as_array().unwrap().is_empty());
+    // The largest gap is a throttled stretch, and says so.
+    let top = rec["spikes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|s| s["value_ns"].as_u64().unwrap())
+        .unwrap();
+    // (Or, when another process's deadline task shares the CPU, its own
+    // throttling or its run.)
+    let first = &top["causes"][0];
+    let kind = first["kind"].as_str().unwrap();
+    if first["name"] != "rt throttling" {
+        let deadline = rec["extra"]["cause"]["per_cpu"][0]["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["sched"] == "deadline" && r["name"] == first["name"]);
+        assert!(kind == "throttle" || deadline, "{top}");
+        eprintln!(
+            "largest gap: {} (another process's deadline work)",
+            first["name"]
+        );
+    }
 }

@@ -117,6 +117,10 @@ pub struct GapProcessor {
     total: Nanos,
     max: Nanos,
     count: u64,
+    /// Every gap (start, length), up to a bound, for a tracer that names
+    /// the cause of all stolen time and not only of the logged spikes.
+    gap_log: Option<(Vec<(Nanos, Nanos)>, usize)>,
+    gap_log_dropped: u64,
 }
 
 impl GapProcessor {
@@ -130,7 +134,30 @@ impl GapProcessor {
             total: Nanos::ZERO,
             max: Nanos::ZERO,
             count: 0,
+            gap_log: None,
+            gap_log_dropped: 0,
         }
+    }
+
+    /// Also keeps every gap, the first `cap` of them (16 bytes each);
+    /// later ones are counted in [`GapProcessor::gap_log_dropped`].
+    pub fn with_gap_log(mut self, cap: usize) -> Self {
+        if cap > 0 {
+            self.gap_log = Some((Vec::new(), cap));
+        }
+        self
+    }
+
+    /// The kept gaps (start since the thread's start, length).
+    pub fn gap_log(&self) -> &[(Nanos, Nanos)] {
+        self.gap_log
+            .as_ref()
+            .map(|(v, _)| v.as_slice())
+            .unwrap_or(&[])
+    }
+
+    pub fn gap_log_dropped(&self) -> u64 {
+        self.gap_log_dropped
     }
 
     /// One stolen interval starting `at` (since the run's start).
@@ -146,6 +173,13 @@ impl GapProcessor {
         self.max = self.max.max(len);
         self.count += 1;
         self.spikes.offer(at, self.cpu, len);
+        if let Some((v, cap)) = &mut self.gap_log {
+            if v.len() < *cap {
+                v.push((at, len));
+            } else {
+                self.gap_log_dropped += 1;
+            }
+        }
     }
 
     pub fn threshold(&self) -> Nanos {
@@ -344,7 +378,7 @@ fn run_generic<C, F>(
     scale: Scale,
     stop: Arc<AtomicBool>,
     progress: Arc<Progress>,
-    pause: Option<(Nanos, Nanos)>,
+    (pause, gap_log): (Option<(Nanos, Nanos)>, usize),
 ) -> (Vec<NoiseCpuResult>, Vec<Warning>, bool, Nanos)
 where
     C: Counter,
@@ -375,7 +409,8 @@ where
                     cpu,
                     threshold,
                     SpikeLog::new(Metric::Gap, threshold, cfg2.max_spikes),
-                );
+                )
+                .with_gap_log(gap_log);
                 let params = PollParams {
                     scale,
                     threshold,
@@ -438,8 +473,15 @@ where
     C: Counter,
     F: Fn() -> C + Send + Sync + 'static,
 {
-    let (per_cpu, warnings, realtime, origin) =
-        run_generic(cfg, setup, make, scale, Arc::clone(&stop), progress, None);
+    let (per_cpu, warnings, realtime, origin) = run_generic(
+        cfg,
+        setup,
+        make,
+        scale,
+        Arc::clone(&stop),
+        progress,
+        (None, 0),
+    );
     let elapsed = per_cpu
         .iter()
         .map(|r| r.stats.observed + r.stats.paused)
@@ -462,6 +504,17 @@ where
 /// Runs the real probe: TSC where usable, else CLOCK_MONOTONIC_RAW, with
 /// the kernel's own accounting read before and after.
 pub fn run(cfg: &NoiseConfig, stop: Arc<AtomicBool>, progress: Arc<Progress>) -> NoiseOutcome {
+    run_logging_gaps(cfg, 0, stop, progress)
+}
+
+/// [`run`], keeping up to `gap_log` gaps per CPU in each result's
+/// [`GapProcessor::gap_log`] (`punctual cause` names the cause of each).
+pub fn run_logging_gaps(
+    cfg: &NoiseConfig,
+    gap_log: usize,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+) -> NoiseOutcome {
     let setup: Arc<dyn ThreadSetup> = Arc::new(crate::setup::RealSetup);
     let pause = needs_self_pause(cfg.policy, rt_runtime_us());
     let before = crate::procstat::KernelSnapshot::read();
@@ -481,7 +534,7 @@ pub fn run(cfg: &NoiseConfig, stop: Arc<AtomicBool>, progress: Arc<Progress>) ->
                 scale,
                 Arc::clone(&stop),
                 progress,
-                pause,
+                (pause, gap_log),
             );
             (a, b, c, o, "tsc", scale)
         }
@@ -496,7 +549,7 @@ pub fn run(cfg: &NoiseConfig, stop: Arc<AtomicBool>, progress: Arc<Progress>) ->
             scale,
             Arc::clone(&stop),
             progress,
-            pause,
+            (pause, gap_log),
         );
         (a, b, c, o, "clock_monotonic_raw", scale)
     };
@@ -707,6 +760,32 @@ mod tests {
         assert!(s.observed < Nanos::from_secs(1) + Nanos(100));
         let frac = p.total().0 as f64 / s.observed.0 as f64;
         assert!((frac - 0.002005).abs() < 0.00001, "{frac}");
+    }
+
+    #[test]
+    fn gap_log_keeps_every_gap_up_to_its_bound() {
+        let mut c = Scripted {
+            t: 0,
+            i: 0,
+            step: 20,
+            gaps: vec![(100, 5_000), (200, 3_000), (300, 4_000)],
+        };
+        let mut p = GapProcessor::new(0, Nanos(1000), SpikeLog::new(Metric::Gap, Nanos(1000), 1))
+            .with_gap_log(2);
+        poll(
+            &mut c,
+            &params(Nanos::from_ms(1)),
+            &AtomicBool::new(false),
+            &mut p,
+            None,
+        );
+        // The spike log keeps one; the gap log the first two, in order.
+        let log = p.gap_log();
+        assert_eq!(log.len(), 2);
+        assert_eq!(log[0], (Nanos(20 * 98), Nanos(5_020)));
+        assert_eq!(log[1].1, Nanos(3_020));
+        assert_eq!(p.gap_log_dropped(), 1);
+        assert_eq!(p.count(), 3);
     }
 
     #[test]

@@ -14,6 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{softirq_name, Decoded, Event};
 
+/// Longest a throttle is assumed to last without its task running again:
+/// RT throttling lasts `sched_rt_period_us - sched_rt_runtime_us`, a
+/// deadline throttle until the task's next period; both are well under it.
+pub const MAX_THROTTLE_NS: u64 = 1_000_000_000;
+
 /// What a source is. Serialized as the record's `SourceShare::kind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -24,6 +29,13 @@ pub enum Kind {
     Kworker,
     Thread,
     Idle,
+    /// The CPU idled while the task it took away was still runnable: the
+    /// scheduler's bandwidth limit (RT throttling, a deadline or CFS
+    /// quota) stopped it, not the lack of work.
+    Throttle,
+    /// A thread of the measuring process itself (`punctual-*`), shown
+    /// apart so punctual is not mistaken for someone else's offender.
+    Own,
 }
 
 impl Kind {
@@ -36,6 +48,8 @@ impl Kind {
             Kind::Kworker => "kworker",
             Kind::Thread => "thread",
             Kind::Idle => "idle",
+            Kind::Throttle => "throttle",
+            Kind::Own => "self",
         }
     }
 }
@@ -49,6 +63,8 @@ enum Key {
     Kworker(u64),
     Thread(i32),
     Idle,
+    /// Throttled idle after a task of this class: 0 rt, 1 deadline, 2 cfs.
+    Throttle(u8),
 }
 
 /// What is known about one source; thread names and priorities are the
@@ -88,6 +104,21 @@ struct CpuState {
     stack: Vec<Ctx>,
     /// Current task (pid) and its instance; `None` until known.
     task: Option<(i32, u32)>,
+    /// Per class (0 deadline, 1 real-time, 2 normal): set while a task of
+    /// that class, switched out still runnable, is kept off the CPU by the
+    /// class's bandwidth limit (source, instance, throttled pid), until it
+    /// or another task of its class (not a `migration/N` stopper) runs
+    /// again, or at most [`MAX_THROTTLE_NS`] (it may have moved away).
+    throttle: [Option<(u32, u32, i32)>; 3],
+    throttle_since: [u64; 3],
+    /// Real-time/deadline tasks switched out still runnable and not back
+    /// yet (pid, class, since): at most 16, for at most MAX_THROTTLE_NS.
+    waiting: Vec<(i32, u8, u64)>,
+    /// Class rank of the current task (3: idle). Idle time and normal
+    /// threads' time under a throttle are charged to the nearest throttled
+    /// class above them; real-time and deadline tasks (a probe, an
+    /// injected neighbor) always keep their own names.
+    task_class: u8,
     open_since: Option<u64>,
     segments: VecDeque<Segment>,
     /// Segments before this time were dropped to bound memory.
@@ -111,6 +142,24 @@ pub struct SourceTotal {
     pub count: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+}
+
+impl SourceTotal {
+    /// Adds `s` to the entry for the same (kind, name) in `map`: per-window
+    /// totals summed into per-CPU and whole-run tables.
+    pub fn merge_into(map: &mut BTreeMap<(String, String), SourceTotal>, s: &SourceTotal) {
+        let e = map
+            .entry((s.kind.clone(), s.name.clone()))
+            .or_insert_with(|| SourceTotal {
+                kind: s.kind.clone(),
+                name: s.name.clone(),
+                sched: s.sched.clone(),
+                ..Default::default()
+            });
+        e.count += s.count;
+        e.total_ns += s.total_ns;
+        e.max_ns = e.max_ns.max(s.max_ns);
+    }
 }
 
 /// What a window was made of.
@@ -257,6 +306,8 @@ impl Attributor {
         }
         st.stack.clear();
         st.task = None;
+        st.throttle = [None; 3];
+        st.waiting.clear();
         st.open_since = None;
     }
 
@@ -277,6 +328,12 @@ impl Attributor {
         let st = self.cpus.get(&cpu)?;
         if let Some(c) = st.stack.last() {
             return Some((c.src, c.inst));
+        }
+        if st.task_class >= 2 {
+            let above = &st.throttle[..st.task_class.min(3) as usize];
+            if let Some((src, inst, _)) = above.iter().rev().flatten().next() {
+                return Some((*src, *inst));
+            }
         }
         let (pid, inst) = st.task?;
         if let Some(&(src, winst)) = self.work.get(&pid) {
@@ -314,6 +371,23 @@ impl Attributor {
         st.open_since = Some(ts.max(st.open_since.unwrap_or(0)));
     }
 
+    /// Class rank (0 deadline, 1 real-time, 2 normal, 3 idle) of a task
+    /// from the highest priority seen for it; normal when never seen.
+    fn known_class(&self, pid: i32) -> u8 {
+        if pid == 0 {
+            return 3;
+        }
+        let prio = self
+            .keys
+            .get(&Key::Thread(pid))
+            .and_then(|&i| self.sources[i as usize].1.prio);
+        match prio {
+            Some(p) if p < 0 => 0,
+            Some(p) if p < 100 => 1,
+            _ => 2,
+        }
+    }
+
     fn new_inst(&mut self, cpu: u32) -> u32 {
         let st = self.cpus.get_mut(&cpu).expect("cpu state exists");
         st.next_inst = st.next_inst.wrapping_add(1);
@@ -323,19 +397,43 @@ impl Attributor {
     /// Feeds one event of `cpu`. Events of one CPU must come in time order
     /// (the per-CPU ring guarantees it).
     pub fn feed(&mut self, cpu: u32, ev: &Decoded) {
-        let ts = {
+        let (ts, prev_ts) = {
             let st = self.cpus.entry(cpu).or_default();
-            let ts = ev.ts.max(st.last_ts);
+            let prev = st.last_ts;
+            let ts = ev.ts.max(prev);
             st.last_ts = ts;
             st.first_ts.get_or_insert(ts);
-            ts
+            (ts, prev)
         };
+        // Every event's common_pid is the task current on its CPU (an
+        // interrupt runs on the task it interrupted). Some switches are
+        // not traced — this kernel (6.18) emits no sched_switch when a CPU
+        // leaves idle — so a different pid means the task changed after
+        // the previous event: charge up to that event to the old task and
+        // the rest to the new one.
+        if let Some((cur, _)) = self.cpus[&cpu].task {
+            if cur != ev.pid && !matches!(ev.event, Event::Nmi { .. }) {
+                self.close(cpu, prev_ts);
+                let class = self.known_class(ev.pid);
+                let inst = self.new_inst(cpu);
+                let st = self.cpus.get_mut(&cpu).expect("exists");
+                st.task = Some((ev.pid, inst));
+                st.task_class = class;
+                st.waiting.retain(|w| w.0 != ev.pid);
+                for (c, t) in st.throttle.iter_mut().enumerate() {
+                    if t.is_some_and(|(_, _, p)| p == ev.pid) || class as usize == c {
+                        *t = None;
+                    }
+                }
+            }
+        }
         // The task current at any event is its common_pid: this recovers
         // the state after a start or a loss without waiting for a switch.
         if self.cpus[&cpu].task.is_none() {
             let inst = self.new_inst(cpu);
             let st = self.cpus.get_mut(&cpu).expect("exists");
             st.task = Some((ev.pid, inst));
+            st.task_class = if ev.pid == 0 { 3 } else { 2 };
             if st.open_since.is_none() {
                 st.open_since = Some(ts);
             }
@@ -396,15 +494,87 @@ impl Attributor {
                 next_pid,
                 next_comm,
                 next_prio,
+                prev_state,
             } => {
                 self.thread_src(*prev_pid, Some(prev_comm), Some(*prev_prio));
                 self.thread_src(*next_pid, Some(next_comm), Some(*next_prio));
+                // A runnable task replaced by idle, or a real-time/deadline
+                // task replaced by a lower class: only a bandwidth limit
+                // does that. It lasts until that task or one of its class
+                // runs again.
+                let class = |pid: i32, p: i32| match p {
+                    _ if pid == 0 => 3u8,
+                    p if p < 0 => 0,
+                    p if p < 100 => 1,
+                    _ => 2,
+                };
+                let (pc, nc) = (class(*prev_pid, *prev_prio), class(*next_pid, *next_prio));
+                let mut throttle = self.cpus[&cpu].throttle;
+                let since = self.cpus[&cpu].throttle_since;
+                // It ends when its task or another of its class runs; not
+                // for the stop-class `migration/N` threads, which show as
+                // rt99 and run through any throttle.
+                let stopper = next_comm.starts_with("migration/");
+                for (c, t) in throttle.iter_mut().enumerate() {
+                    if let Some((_, _, pid)) = *t {
+                        if *next_pid == pid
+                            || (nc as usize == c && !stopper)
+                            || ts.saturating_sub(since[c]) > MAX_THROTTLE_NS
+                        {
+                            *t = None;
+                        }
+                    }
+                }
+                // Real-time and deadline tasks switched out still runnable
+                // wait for the CPU; the one switched in stops waiting.
+                let runnable =
+                    *prev_pid != 0 && prev_state.is_some_and(crate::event::left_runnable);
+                {
+                    let st = self.cpus.get_mut(&cpu).expect("exists");
+                    st.waiting.retain(|&(p, _, t)| {
+                        p != *next_pid && p != *prev_pid && ts.saturating_sub(t) <= MAX_THROTTLE_NS
+                    });
+                    if runnable && pc < 2 && st.waiting.len() < 16 {
+                        st.waiting.push((*prev_pid, pc, ts));
+                    }
+                }
+                // Idle, or a lower class, chosen while a task is runnable:
+                // only a bandwidth limit does that. The task is the one
+                // switched out now, or one that waits since a preemption
+                // (the probe preempted by a neighbor that then throttles).
+                // A new throttle of a class replaces an older one.
+                let waiter = self.cpus[&cpu]
+                    .waiting
+                    .iter()
+                    .filter(|w| w.1 < nc)
+                    .min_by_key(|w| w.1)
+                    .map(|w| (w.0, w.1));
+                let start = if runnable && pc < 3 && (*next_pid == 0 || (pc < 2 && nc > pc)) {
+                    Some((*prev_pid, pc))
+                } else {
+                    waiter.filter(|w| throttle[w.1 as usize].is_none())
+                };
+                if let Some((tpid, class)) = start {
+                    let src = self.intern(Key::Throttle(class), Kind::Throttle, || SourceInfo {
+                        name: match class {
+                            0 => "deadline throttling",
+                            1 => "rt throttling",
+                            _ => "cfs bandwidth throttling",
+                        }
+                        .into(),
+                        ..Default::default()
+                    });
+                    throttle[class as usize] = Some((src, self.new_inst(cpu), tpid));
+                    self.cpus.get_mut(&cpu).expect("exists").throttle_since[class as usize] = ts;
+                }
                 let inst = self.new_inst(cpu);
                 let st = self.cpus.get_mut(&cpu).expect("exists");
                 // A switch happens at task level: any context still open
                 // lost its exit (trace started inside it).
                 st.stack.clear();
                 st.task = Some((*next_pid, inst));
+                st.task_class = nc;
+                st.throttle = throttle;
             }
             Event::Wakeup { pid, comm, prio } => {
                 self.thread_src(*pid, Some(comm), Some(*prio));
@@ -501,6 +671,20 @@ impl Attributor {
         self_pids: &[i32],
         sym: &dyn Symbolizer,
     ) -> WindowSplit {
+        self.window_own(cpu, start, end, self_pids, &[], sym)
+    }
+
+    /// [`Attributor::window`], with the threads in `own_pids` (the
+    /// measuring process's other threads) shown as kind `self`.
+    pub fn window_own(
+        &self,
+        cpu: u32,
+        start: u64,
+        end: u64,
+        self_pids: &[i32],
+        own_pids: &[i32],
+        sym: &dyn Symbolizer,
+    ) -> WindowSplit {
         let mut out = WindowSplit {
             length_ns: end.saturating_sub(start),
             ..Default::default()
@@ -563,7 +747,16 @@ impl Attributor {
         }
         let mut merged: BTreeMap<(Kind, String), SourceTotal> = BTreeMap::new();
         for (src, (count, total, max, _, _)) in per {
-            let (kind, name, sched) = self.display(src, sym);
+            let (mut kind, name, sched) = self.display(src, sym);
+            if kind == Kind::Thread
+                && self
+                    .source(src)
+                    .1
+                    .pid
+                    .is_some_and(|p| own_pids.contains(&p))
+            {
+                kind = Kind::Own;
+            }
             let e = merged
                 .entry((kind, name.clone()))
                 .or_insert_with(|| SourceTotal {
@@ -653,6 +846,7 @@ mod tests {
             50 => "kworker/0:1".into(),
             100 => "probe".into(),
             200 => "noisy-neighbor".into(),
+            300 => "punctual-run".into(),
             p => format!("t{p}"),
         }
     }
@@ -679,8 +873,169 @@ mod tests {
                 next_pid: next,
                 next_comm: next_comm.into(),
                 next_prio,
+                // Blocked (S) unless a test says otherwise.
+                prev_state: Some(1),
             },
         )
+    }
+
+    fn preempted(mut d: Decoded) -> Decoded {
+        if let Event::Switch { prev_state, .. } = &mut d.event {
+            // R+: runnable, switched out by preemption.
+            *prev_state = Some(0x100);
+        }
+        d
+    }
+
+    /// A SCHED_FIFO probe switched out still runnable with idle next is
+    /// throttled: that idle time is named, a blocking switch's is not.
+    #[test]
+    fn throttled_idle_is_named_and_blocked_idle_is_not() {
+        let mut a = Attributor::new(1000);
+        for e in [
+            switch(1_000, 0, 100, "probe", 1),
+            preempted(switch(2_000, 100, 0, "swapper/0", 120)),
+            ev(
+                3_000,
+                0,
+                Event::VectorEntry {
+                    name: "local_timer".into(),
+                },
+            ),
+            ev(
+                3_200,
+                0,
+                Event::VectorExit {
+                    name: "local_timer".into(),
+                },
+            ),
+            // A normal thread runs inside the throttled stretch: the
+            // throttling, not it, kept the probe off the CPU.
+            switch(4_000, 0, 300, "t300", 120),
+            switch(5_000, 300, 0, "swapper/0", 120),
+            switch(6_000, 0, 100, "probe", 1),
+            switch(7_000, 100, 0, "swapper/0", 120),
+            switch(9_000, 0, 100, "probe", 1),
+            // A deadline task preempting the probe is itself, not a throttle.
+            preempted(switch(9_500, 100, 400, "dl", -1)),
+            switch(9_800, 400, 100, "probe", 1),
+            // The deadline task throttled: the real-time tasks that run
+            // meanwhile (the probe, a neighbor) keep their own names.
+            preempted(switch(9_900, 100, 400, "dl", -1)),
+            preempted(switch(9_950, 400, 100, "probe", 1)),
+            preempted(switch(9_960, 100, 200, "noisy-neighbor", 0)),
+            switch(9_990, 200, 100, "probe", 1),
+        ] {
+            a.feed(0, &e);
+        }
+        a.finish(10_000);
+        let w = a.window(0, 1_000, 10_000, &[100], &());
+        let th = w.sources.iter().find(|s| s.kind == "throttle").unwrap();
+        assert_eq!(
+            (th.name.as_str(), th.total_ns, th.count),
+            ("rt throttling", 3_800, 1)
+        );
+        // The tick inside the throttled stretch keeps its own name.
+        assert!(w
+            .sources
+            .iter()
+            .any(|s| s.name == "local_timer" && s.total_ns == 200));
+        // Idle after a blocking switch stays idle.
+        assert_eq!(w.idle_ns, 2_000);
+        let dl = w.sources.iter().find(|s| s.name == "t400/400").unwrap();
+        assert_eq!((dl.kind.as_str(), dl.total_ns), ("thread", 350));
+        let nb = w
+            .sources
+            .iter()
+            .find(|s| s.name == "noisy-neighbor/200")
+            .unwrap();
+        assert_eq!((nb.kind.as_str(), nb.total_ns), ("thread", 30));
+        assert!(!w.sources.iter().any(|s| s.name == "deadline throttling"));
+    }
+
+    /// The probe preempted by a real-time neighbor that then blocks, and
+    /// the CPU idles while the probe is still runnable: throttled.
+    #[test]
+    fn idle_while_a_preempted_rt_task_waits_is_throttling() {
+        let mut a = Attributor::new(1000);
+        for e in [
+            switch(1_000, 0, 100, "probe", 1),
+            preempted(switch(2_000, 100, 200, "noisy-neighbor", 0)),
+            switch(3_000, 200, 0, "swapper/0", 120),
+            switch(7_000, 0, 100, "probe", 1),
+        ] {
+            a.feed(0, &e);
+        }
+        a.finish(8_000);
+        let w = a.window(0, 1_000, 8_000, &[100], &());
+        let th = w.sources.iter().find(|s| s.kind == "throttle").unwrap();
+        assert_eq!((th.name.as_str(), th.total_ns), ("rt throttling", 4_000));
+        assert_eq!(w.idle_ns, 0);
+    }
+
+    /// This kernel does not trace leaving idle: the next event's
+    /// common_pid shows who runs, from the event before it.
+    #[test]
+    fn untraced_switch_out_of_idle_is_recovered_from_common_pid() {
+        let mut a = Attributor::new(1000);
+        for e in [
+            switch(1_000, 0, 100, "probe", 1),
+            switch(2_000, 100, 0, "swapper/0", 120),
+            ev(
+                3_000,
+                0,
+                Event::VectorEntry {
+                    name: "local_timer".into(),
+                },
+            ),
+            ev(
+                3_200,
+                0,
+                Event::VectorExit {
+                    name: "local_timer".into(),
+                },
+            ),
+            // (the probe runs from here, no sched_switch)
+            ev(
+                8_000,
+                100,
+                Event::VectorEntry {
+                    name: "local_timer".into(),
+                },
+            ),
+            ev(
+                8_100,
+                100,
+                Event::VectorExit {
+                    name: "local_timer".into(),
+                },
+            ),
+        ] {
+            a.feed(0, &e);
+        }
+        a.finish(9_000);
+        let w = a.window(0, 1_000, 9_000, &[100], &());
+        assert_eq!(w.idle_ns, 1_000, "{w:?}");
+        // probe: 1000..2000, 3200..8000, 8100..9000
+        assert_eq!(w.unexplained_ns, 1_000 + 4_800 + 900);
+    }
+
+    #[test]
+    fn own_threads_are_labelled_self() {
+        let mut a = Attributor::new(1000);
+        for e in [
+            switch(0, 0, 100, "probe", 1),
+            switch(1_000, 100, 300, "punctual-run", 120),
+            switch(1_500, 300, 100, "probe", 1),
+        ] {
+            a.feed(0, &e);
+        }
+        a.finish(2_000);
+        let w = a.window_own(0, 0, 2_000, &[100], &[300], &());
+        assert_eq!(w.sources[0].kind, "self");
+        assert_eq!(w.sources[0].name, "punctual-run/300");
+        let w = a.window(0, 0, 2_000, &[100], &());
+        assert_eq!(w.sources[0].kind, "thread");
     }
 
     /// A probe (pid 100) busy on CPU 0; a timer vector with a nested

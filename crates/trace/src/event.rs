@@ -34,6 +34,10 @@ pub enum Event {
         next_pid: i32,
         next_comm: String,
         next_prio: i32,
+        /// The kernel's `prev_state` (`None` when the format lacks it): 0
+        /// (or only the preemption bit above the state bits) means the
+        /// task left the CPU still runnable.
+        prev_state: Option<i64>,
     },
     Wakeup {
         pid: i32,
@@ -51,6 +55,14 @@ pub enum Event {
     Nmi {
         delta_ns: i64,
     },
+}
+
+/// Whether a `sched_switch` `prev_state` says the task was still
+/// runnable: no state bit set (`R`), possibly with the preemption marker
+/// (`R+`, a bit above the state bits) that the kernel adds when it
+/// switches a task out without it blocking.
+pub fn left_runnable(prev_state: i64) -> bool {
+    prev_state & 0xff == 0
 }
 
 /// One decoded record.
@@ -92,7 +104,7 @@ enum Kind {
     },
     VectorEntry(String),
     VectorExit(String),
-    Switch(Box<[Field; 6]>),
+    Switch(Box<([Field; 6], Option<Field>)>),
     Wakeup {
         pid: Field,
         comm: Field,
@@ -139,14 +151,17 @@ impl Decoder {
                 ("irq_vectors", n) if n.ends_with("_exit") => {
                     Kind::VectorExit(n.trim_end_matches("_exit").to_string())
                 }
-                ("sched", "sched_switch") => Kind::Switch(Box::new([
-                    g("prev_pid")?,
-                    g("prev_comm")?,
-                    g("prev_prio")?,
-                    g("next_pid")?,
-                    g("next_comm")?,
-                    g("next_prio")?,
-                ])),
+                ("sched", "sched_switch") => Kind::Switch(Box::new((
+                    [
+                        g("prev_pid")?,
+                        g("prev_comm")?,
+                        g("prev_prio")?,
+                        g("next_pid")?,
+                        g("next_comm")?,
+                        g("next_prio")?,
+                    ],
+                    f.field("prev_state").ok().cloned(),
+                ))),
                 ("sched", "sched_wakeup") => Kind::Wakeup {
                     pid: g("pid")?,
                     comm: g("comm")?,
@@ -198,7 +213,7 @@ impl Decoder {
             Kind::VectorEntry(n) => Event::VectorEntry { name: n.clone() },
             Kind::VectorExit(n) => Event::VectorExit { name: n.clone() },
             Kind::Switch(f) => {
-                let [pp, pc, ppr, np, nc, npr] = &**f;
+                let ([pp, pc, ppr, np, nc, npr], ps) = &**f;
                 Event::Switch {
                     prev_pid: i32f(pp)?,
                     prev_comm: pc.string(rec)?,
@@ -206,6 +221,7 @@ impl Decoder {
                     next_pid: i32f(np)?,
                     next_comm: nc.string(rec)?,
                     next_prio: i32f(npr)?,
+                    prev_state: ps.as_ref().and_then(|f| f.int(rec)),
                 }
             }
             Kind::Wakeup { pid, comm, prio } => Event::Wakeup {

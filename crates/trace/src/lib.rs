@@ -11,8 +11,8 @@
 pub mod attribute;
 pub mod event;
 pub mod format;
-pub mod probe;
 pub mod recorder;
 pub mod report;
 pub mod ring;
+pub mod rings;
 pub mod tracefs;

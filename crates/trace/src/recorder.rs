@@ -8,8 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,9 +18,9 @@ use punctual_record::{KernelView, Metric, Nanos, Record, SourceShare, Warning};
 use serde::{Deserialize, Serialize};
 
 use crate::attribute::{Attributor, SourceTotal, Symbols, WindowSplit};
-use crate::event::{load_formats, Decoder};
+use crate::event::Decoder;
 use crate::format::{HeaderEvent, HeaderPage};
-use crate::ring::parse_page;
+use crate::rings::{drain_ring, Rings};
 use crate::tracefs::{Instance, NoTracing, JOURNAL_DIR};
 
 /// The events recorded, as `system/event`; those this kernel lacks are
@@ -68,7 +66,10 @@ pub struct Options {
     pub buffer_kb: u32,
     /// Segments kept per CPU (24 bytes each) for window attribution.
     pub max_segments: usize,
-    /// How often the reader drains the rings.
+    /// How often the reader drains the rings. Each drain is a wake-up of
+    /// the reader on some CPU: 500 ms with an 8 MiB ring leaves room for
+    /// ~100 k events per second per CPU before the ring overwrites (lost
+    /// events are counted anyway).
     pub poll: Duration,
     pub journal_dir: PathBuf,
     /// CPUs the reader thread may run on (default: any CPU not probed,
@@ -81,9 +82,9 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            buffer_kb: 4096,
+            buffer_kb: 8192,
             max_segments: 2_000_000,
-            poll: Duration::from_millis(100),
+            poll: Duration::from_millis(500),
             journal_dir: PathBuf::from(JOURNAL_DIR),
             reader_cpus: None,
             wakeups: false,
@@ -199,6 +200,8 @@ pub fn parse_interrupts(text: &str) -> BTreeMap<u32, BTreeMap<String, u64>> {
 
 struct ReaderOut {
     attributor: Attributor,
+    /// Threads of this process named `punctual*` seen while recording.
+    own: BTreeMap<i32, String>,
     pages: u64,
     events: u64,
     missed_pages: BTreeMap<u32, u64>,
@@ -255,47 +258,25 @@ impl FlightRecorder {
     /// switches tracing on. Any failure leaves nothing behind and says why
     /// in one sentence (to be shown as `Warning::NoTracing`).
     pub fn start(cpus: &[u32], opts: &Options) -> Result<FlightRecorder, NoTracing> {
-        let mut inst = Instance::create(&opts.journal_dir)?;
-        let fail = |what: &str, e: &dyn std::fmt::Display| NoTracing(format!("{what}: {e}"));
-        inst.set("trace_clock", "mono")
-            .map_err(|e| fail("cannot set the trace clock to mono", &e))?;
-        inst.set("buffer_size_kb", &opts.buffer_kb.to_string())
-            .map_err(|e| fail("cannot size the trace buffer", &e))?;
-        // Overwrite mode is the default; losses are then seen in the page
-        // headers, so they are counted rather than stalling the writer.
+        let inst = Instance::create_without_cmdline_recording(&opts.journal_dir)?;
         let events_dir = inst.root().join("events");
-        let hp = crate::tracefs::read_file(&events_dir.join("header_page"))
-            .map_err(|e| fail("cannot read events/header_page", &e))
-            .and_then(|t| HeaderPage::parse(&t).map_err(|e| fail("events/header_page", &e)))?;
-        let he = crate::tracefs::read_file(&events_dir.join("header_event"))
-            .map_err(|e| fail("cannot read events/header_event", &e))
-            .and_then(|t| HeaderEvent::parse(&t).map_err(|e| fail("events/header_event", &e)))?;
         let wanted = wanted_events(&events_dir, opts.wakeups);
-        let mut enabled = Vec::new();
-        let mut missing = Vec::new();
-        for e in wanted {
-            if inst.enable_event(&e) {
-                enabled.push(e);
-            } else {
-                missing.push(e);
-            }
-        }
-        if !enabled.iter().any(|e| e == "sched/sched_switch") {
-            return Err(NoTracing("the sched_switch event is not available".into()));
-        }
-        let formats = load_formats(&events_dir, &enabled);
-        let decoder =
-            Decoder::new(&formats).map_err(|e| fail("cannot use the event formats", &e))?;
-        let mut files = Vec::new();
-        for &c in cpus {
-            let p = inst.path().join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(&p)
-                .map_err(|e| fail(&format!("cannot open {}", p.display()), &e))?;
-            files.push((c, f));
-        }
+        let Rings {
+            instance: mut inst,
+            files,
+            decoder,
+            header_page: hp,
+            header_event: he,
+            enabled,
+            missing,
+        } = Rings::open(
+            inst,
+            cpus,
+            u64::from(opts.buffer_kb),
+            wanted,
+            &["sched/sched_switch"],
+        )?;
+        let fail = |what: &str, e: &dyn std::fmt::Display| NoTracing(format!("{what}: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
         let online = crate::recorder::online_cpus();
         let reader_cpus = opts.reader_cpus.clone().unwrap_or_else(|| {
@@ -324,6 +305,7 @@ impl FlightRecorder {
         let started_ns = mono_now();
         if let Err(e) = inst.set("tracing_on", "1") {
             stop.store(true, Ordering::Relaxed);
+            reader.thread().unpark();
             let _ = reader.join();
             return Err(fail("cannot switch tracing on", &e));
         }
@@ -353,6 +335,9 @@ impl FlightRecorder {
         }
         let after = KernelSnap::read();
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = &self.reader {
+            h.thread().unpark();
+        }
         let out = self
             .reader
             .take()
@@ -411,6 +396,9 @@ impl FlightRecorder {
             missing: std::mem::take(&mut self.missing),
             buffer_kb: self.opts.buffer_kb,
             cleanup_problem,
+            own_threads: out.own,
+            rt_runtime_us: read_knob("/proc/sys/kernel/sched_rt_runtime_us"),
+            rt_period_us: read_knob("/proc/sys/kernel/sched_rt_period_us"),
         })
     }
 }
@@ -423,10 +411,15 @@ impl Drop for FlightRecorder {
         }
         // The reader's open files would keep the instance busy.
         if let Some(h) = self.reader.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
         self.instance.take();
     }
+}
+
+fn read_knob(path: &str) -> Option<i64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 fn attributor_has_kworkers(a: &Attributor) -> bool {
@@ -476,7 +469,10 @@ fn read_loop(
         missed_counted: BTreeMap::new(),
         malformed: 0,
         cpu_time_ns: 0,
+        own: BTreeMap::new(),
     };
+    own_threads(&mut out.own);
+    let mut rounds: u64 = 0;
     let mut buf = vec![0u8; hp.page_size()];
     let mut last_ts: BTreeMap<u32, u64> = BTreeMap::new();
     loop {
@@ -485,17 +481,10 @@ fn read_loop(
         let last_round = stop.load(Ordering::Relaxed);
         for (cpu, f) in files.iter_mut() {
             let cpu = *cpu;
-            loop {
-                let n = match f.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                };
-                let Ok(page) = parse_page(&buf[..n], &hp, &he) else {
+            drain_ring(f, &mut buf, &hp, &he, |page| {
+                let Ok(page) = page else {
                     out.malformed += 1;
-                    continue;
+                    return;
                 };
                 out.pages += 1;
                 out.malformed += page.malformed;
@@ -516,21 +505,66 @@ fn read_loop(
                 if let Some(e) = page.events.last() {
                     last_ts.insert(cpu, e.ts);
                 }
-            }
+            });
         }
+        rounds += 1;
         if last_round {
+            own_threads(&mut out.own);
             break;
         }
-        // Sleep in short steps so a stop is seen quickly.
-        let mut slept = Duration::ZERO;
-        while slept < poll && !stop.load(Ordering::Relaxed) {
-            let step = Duration::from_millis(10).min(poll - slept);
-            std::thread::sleep(step);
-            slept += step;
+        // Our own threads live for the whole run; a look every ten rounds
+        // finds them without adding to the reader's cost.
+        if rounds.is_multiple_of(10) {
+            own_threads(&mut out.own);
+        }
+        // One wake-up per poll: a stop unparks the thread at once (an
+        // early or spurious return only means one more drain).
+        if !stop.load(Ordering::Relaxed) {
+            std::thread::park_timeout(poll);
         }
     }
     out.cpu_time_ns = thread_cpu_time();
     out
+}
+
+/// Adds this process's threads named `punctual-*` and its main thread
+/// when named `punctual*` (the CLI's main, run, probe and reader threads)
+/// to `into`. Other threads of the process (an
+/// injected `noisy-neighbor`, a test harness) keep their own names.
+fn own_threads(into: &mut BTreeMap<i32, String>) {
+    let Ok(rd) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Ok(tid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        // Read again each time: a new thread carries its creator's name
+        // until it names itself (the injected `noisy-neighbor` does).
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let comm = comm.trim();
+        // Named threads are `punctual-…`; a thread still called just
+        // `punctual` is the main one, or a new one not yet named.
+        let main = tid as u32 == std::process::id();
+        if comm.starts_with("punctual-") || (main && comm.starts_with("punctual")) {
+            into.insert(tid, comm.to_string());
+        } else {
+            into.remove(&tid);
+        }
+    }
+}
+
+/// A probe's stolen intervals (every one, not only the logged spikes), so
+/// the whole-run accounting splits exactly what the probe lost.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeGaps {
+    pub cpu: u32,
+    /// (start relative to the probe's `origin`, length).
+    pub gaps: Vec<(Nanos, Nanos)>,
+    /// Gaps the probe saw but did not keep (its log was full).
+    pub dropped: u64,
+    /// The probe loop's own cost per iteration: each gap contains one.
+    pub loop_cost: Nanos,
 }
 
 /// A probe thread and its time origin, so the record's relative times
@@ -570,6 +604,12 @@ pub struct Trace {
     pub buffer_kb: u32,
     /// Set when the instance could not be fully cleaned up.
     pub cleanup_problem: Option<String>,
+    /// This process's own `punctual*` threads (tid → name).
+    pub own_threads: BTreeMap<i32, String>,
+    /// `kernel.sched_rt_runtime_us` / `sched_rt_period_us` when recording
+    /// started (RT throttling: runtime < period).
+    pub rt_runtime_us: Option<i64>,
+    pub rt_period_us: Option<i64>,
 }
 
 /// Whole-run accounting of one CPU (GetStolen).
@@ -596,6 +636,70 @@ pub struct CpuAccount {
     pub kernel_irq_ns: u64,
     pub kernel_softirq_ns: u64,
     pub kernel_steal_ns: u64,
+    /// Handler, softirq, thread and kworker time over the whole run,
+    /// including interruptions too short for the probe to count: beside
+    /// the stolen split, never mixed into it.
+    #[serde(default)]
+    pub whole_run_named_ns: u64,
+    /// Interval-by-interval split of the stolen time (noise probe with
+    /// its gap log); `sources`, `named_ns` and `unexplained_ns` then
+    /// refer to the stolen intervals only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stolen_split: Option<StolenSplit>,
+}
+
+/// Name of the remainder of an interval around the events in it.
+pub const ENTRY_EXIT_NAME: &str = "interrupt entry/exit around events";
+/// Name of the probe loop's own iteration inside each interval.
+pub const LOOP_NAME: &str = "probe loop (one iteration per gap)";
+
+/// The rest of an interval that holds events (time the trace charges to
+/// the probe itself) is the events' entry and exit: kernel entry/exit code
+/// outside the tracepoints, the tracepoints themselves, the hypervisor's
+/// delivery of the interrupt, cache refill after. Per event it is charged
+/// so up to twice the median rest of the run's one-event intervals (what
+/// one interrupt's entry/exit costs on this machine), and at least this;
+/// beyond that it stays unexplained: a long stall beside a short tick is
+/// not the tick's.
+pub const ENTRY_EXIT_CAP_MIN_NS: u64 = 2_000;
+
+/// Where every nanosecond of a probe's stolen intervals went.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StolenSplit {
+    /// Intervals split (all the probe kept).
+    pub intervals: u64,
+    /// Intervals the probe saw but did not keep (not in these figures).
+    pub intervals_dropped: u64,
+    /// Their total length: the denominator of every share.
+    pub stolen_ns: u64,
+    /// Handlers, softirqs, threads, kworkers, throttling inside them.
+    pub named_ns: u64,
+    /// Rest of intervals that contain events, up to `entry_exit_cap_ns`
+    /// per event: entry/exit code and delivery around those events.
+    /// The cap is twice `one_event_rest_p50_ns`, at least
+    /// [`ENTRY_EXIT_CAP_MIN_NS`].
+    pub entry_exit_ns: u64,
+    /// One probe loop iteration per interval (the loop's minimum step).
+    pub loop_ns: u64,
+    /// Intervals with no guest event at all (hypervisor, hardware), and
+    /// the rest beyond the entry/exit cap or inside incomplete trace.
+    pub no_event_ns: u64,
+    /// The CPU idled (not throttled) inside an interval.
+    pub idle_ns: u64,
+    pub incomplete_intervals: u64,
+    pub entry_exit_cap_ns: u64,
+    /// Distribution of the rest (minus the loop) of intervals holding
+    /// exactly one event: what one interrupt's entry/exit costs here.
+    pub one_event_rest_p50_ns: u64,
+    pub one_event_rest_p90_ns: u64,
+    pub one_event_rest_p99_ns: u64,
+}
+
+impl StolenSplit {
+    /// Share of the stolen time with a name (sources, entry/exit, loop).
+    pub fn named_fraction(&self) -> f64 {
+        (self.named_ns + self.entry_exit_ns + self.loop_ns) as f64 / self.stolen_ns.max(1) as f64
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -626,9 +730,42 @@ pub struct CauseSummary {
     pub recorder_cpu_ns: u64,
     pub recorder_cpu_fraction: f64,
     pub buffer_kb: u32,
+    /// What to do about causes that have a known fix (RT throttling…).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<String>,
+    /// punctual's own threads seen while recording (tid, name): shown as
+    /// kind `self`, never as someone else's offender.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own_threads: Vec<(i32, String)>,
 }
 
 impl Trace {
+    /// Advice for causes with a known fix, from the sources found.
+    fn hints(&self, sum: &CauseSummary) -> Vec<String> {
+        let mut v = Vec::new();
+        let throttled: u64 = sum
+            .per_cpu
+            .iter()
+            .flat_map(|c| c.sources.iter())
+            .filter(|s| s.total.kind == "throttle" && s.total.name == "rt throttling")
+            .map(|s| s.total.total_ns)
+            .sum();
+        if throttled > 0 {
+            let knobs = match (self.rt_runtime_us, self.rt_period_us) {
+                (Some(r), Some(p)) if r >= 0 => format!(
+                    "kernel.sched_rt_runtime_us is {r} of sched_rt_period_us {p}, so a real-time thread that never sleeps is stopped for {} us every period",
+                    p - r
+                ),
+                _ => "the kernel limits real-time runtime per period".to_string(),
+            };
+            v.push(format!(
+                "rt throttling took {} from the probe: {knobs}. This is the kernel's safety limit, not noise a real-time task that sleeps would see; measure with --policy other, or lift the limit for the run (sysctl kernel.sched_rt_runtime_us=-1; punctual's busy loop then pauses by itself) at the risk of starving kernel threads",
+                Nanos(throttled)
+            ));
+        }
+        v
+    }
+
     /// The probe thread's window for a spike: a latency spike ends at its
     /// `at_ns` (the actual wake-up) and began `value_ns` earlier (the
     /// expected one); a gap starts at `at_ns`.
@@ -642,9 +779,88 @@ impl Trace {
         }
     }
 
+    /// Splits `[start, end)` on `cpu`; this process's own `punctual*`
+    /// threads (other than `self_tids`) show as kind `self`.
     pub fn split(&self, cpu: u32, start: u64, end: u64, self_tids: &[i32]) -> WindowSplit {
+        let own: Vec<i32> = self
+            .own_threads
+            .keys()
+            .copied()
+            .filter(|t| !self_tids.contains(t))
+            .collect();
         self.attributor
-            .window(cpu, start, end, self_tids, &self.symbols)
+            .window_own(cpu, start, end, self_tids, &own, &self.symbols)
+    }
+
+    /// Splits every stolen interval of one probe (absolute windows from
+    /// `origin`): named sources inside them, and the rest of each interval
+    /// (time the trace charges to the probe itself) named where it honestly
+    /// can be — see [`StolenSplit`].
+    pub fn split_gaps(
+        &self,
+        cpu: u32,
+        origin: u64,
+        gaps: &ProbeGaps,
+        self_tids: &[i32],
+    ) -> (Vec<SourceTotal>, StolenSplit) {
+        let mut sp = StolenSplit {
+            intervals_dropped: gaps.dropped,
+            ..Default::default()
+        };
+        let mut merged: BTreeMap<(String, String), SourceTotal> = BTreeMap::new();
+        let mut single: Vec<u64> = Vec::new();
+        // (rest after the loop iteration, events in the interval), for the
+        // second pass once the typical entry/exit cost is known.
+        let mut rests: Vec<(u64, u64)> = Vec::with_capacity(gaps.gaps.len());
+        for &(at, len) in &gaps.gaps {
+            let a = origin + at.0;
+            let w = self.split(cpu, a, a + len.0, self_tids);
+            sp.intervals += 1;
+            sp.stolen_ns += len.0;
+            sp.incomplete_intervals += w.incomplete as u64;
+            sp.idle_ns += w.idle_ns;
+            let instances: u64 = w.sources.iter().map(|s| s.count).sum();
+            for s in &w.sources {
+                sp.named_ns += s.total_ns;
+                SourceTotal::merge_into(&mut merged, s);
+            }
+            let mut rest = w.unexplained_ns;
+            let lp = rest.min(gaps.loop_cost.0);
+            sp.loop_ns += lp;
+            rest -= lp;
+            if instances == 0 || w.incomplete {
+                sp.no_event_ns += rest;
+            } else {
+                if instances == 1 {
+                    single.push(rest);
+                }
+                rests.push((rest, instances));
+            }
+        }
+        single.sort_unstable();
+        let q = |p: f64| -> u64 {
+            if single.is_empty() {
+                0
+            } else {
+                single[((single.len() - 1) as f64 * p).round() as usize]
+            }
+        };
+        sp.one_event_rest_p50_ns = q(0.5);
+        sp.one_event_rest_p90_ns = q(0.9);
+        sp.one_event_rest_p99_ns = q(0.99);
+        sp.entry_exit_cap_ns = (2 * sp.one_event_rest_p50_ns).max(ENTRY_EXIT_CAP_MIN_NS);
+        for (rest, instances) in rests {
+            let ee = rest.min(instances * sp.entry_exit_cap_ns);
+            sp.entry_exit_ns += ee;
+            sp.no_event_ns += rest - ee;
+        }
+        let mut v: Vec<SourceTotal> = merged.into_values().collect();
+        v.sort_by(|a, b| {
+            b.total_ns
+                .cmp(&a.total_ns)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        (v, sp)
     }
 
     /// Like [`Trace::split`] over `[start, end)` minus `excluded`.
@@ -681,17 +897,7 @@ impl Trace {
             out.idle_ns += w.idle_ns;
             out.incomplete |= w.incomplete;
             for s in w.sources {
-                let e = merged
-                    .entry((s.kind.clone(), s.name.clone()))
-                    .or_insert_with(|| SourceTotal {
-                        kind: s.kind.clone(),
-                        name: s.name.clone(),
-                        sched: s.sched.clone(),
-                        ..Default::default()
-                    });
-                e.count += s.count;
-                e.total_ns += s.total_ns;
-                e.max_ns = e.max_ns.max(s.max_ns);
+                SourceTotal::merge_into(&mut merged, &s);
             }
         }
         out.sources = merged.into_values().collect();
@@ -708,6 +914,18 @@ impl Trace {
     /// `extra["cause"]`. Probe threads not listed fall back to the record's
     /// `started_mono_ns` and the recording's span.
     pub fn attribute(&self, rec: &mut Record, probes: &[ProbeThread]) -> CauseSummary {
+        self.attribute_with_gaps(rec, probes, &[])
+    }
+
+    /// [`Trace::attribute`], where the CPUs in `gaps` also get their whole
+    /// stolen time split interval by interval (`CpuAccount::stolen_split`):
+    /// `stolen[].by_source` then adds up to exactly what the probe lost.
+    pub fn attribute_with_gaps(
+        &self,
+        rec: &mut Record,
+        probes: &[ProbeThread],
+        gaps: &[ProbeGaps],
+    ) -> CauseSummary {
         let mut sum = CauseSummary {
             backend: "tracefs".into(),
             trace_clock: "mono".into(),
@@ -755,16 +973,32 @@ impl Trace {
                 .iter()
                 .find(|st| st.cpu == cpu && st.task.is_none())
                 .map(|st| st.total_ns.0);
-            let named = w.named_ns();
-            let unexplained = observed.map(|o| o.saturating_sub(named)).unwrap_or(0);
-            let denom = (named + unexplained).max(1) as f64;
+            let whole_named = w.named_ns();
+            let pg = gaps.iter().find(|g| g.cpu == cpu);
+            let (sources, split) = match pg {
+                Some(g) => {
+                    let (v, sp) = self.split_gaps(cpu, origin, g, &tids);
+                    (v, Some(sp))
+                }
+                None => (w.sources.clone(), None),
+            };
+            let (named, unexplained, denom) = match &split {
+                Some(sp) => (
+                    sp.named_ns,
+                    sp.no_event_ns + sp.idle_ns,
+                    sp.stolen_ns.max(1) as f64,
+                ),
+                None => {
+                    let u = observed.map(|o| o.saturating_sub(whole_named)).unwrap_or(0);
+                    (whole_named, u, (whole_named + u).max(1) as f64)
+                }
+            };
             let kv = self.kernel.get(&cpu).cloned().unwrap_or_default();
             let lost = self.lost.get(&cpu).copied().unwrap_or(0);
             let acct = CpuAccount {
                 cpu,
                 span_ns: pspan,
-                sources: w
-                    .sources
+                sources: sources
                     .iter()
                     .map(|s| SourceTotalShare {
                         total: s.clone(),
@@ -772,6 +1006,8 @@ impl Trace {
                     })
                     .collect(),
                 named_ns: named,
+                whole_run_named_ns: whole_named,
+                stolen_split: split.clone(),
                 idle_ns: w.idle_ns,
                 probe_ns: if tids.is_empty() { 0 } else { w.unexplained_ns },
                 probe_observed_ns: observed,
@@ -782,18 +1018,8 @@ impl Trace {
                 kernel_softirq_ns: kv.softirq_ns.0,
                 kernel_steal_ns: kv.steal_ns.0,
             };
-            for s in &w.sources {
-                let e = overall
-                    .entry((s.kind.clone(), s.name.clone()))
-                    .or_insert_with(|| SourceTotal {
-                        kind: s.kind.clone(),
-                        name: s.name.clone(),
-                        sched: s.sched.clone(),
-                        ..Default::default()
-                    });
-                e.count += s.count;
-                e.total_ns += s.total_ns;
-                e.max_ns = e.max_ns.max(s.max_ns);
+            for s in &sources {
+                SourceTotal::merge_into(&mut overall, s);
             }
             if let Some(st) = rec
                 .stolen
@@ -812,15 +1038,26 @@ impl Trace {
                         share: s.share,
                     })
                     .collect();
-                if unexplained > 0 {
-                    shares.push(SourceShare {
-                        kind: "unexplained".into(),
-                        name: "no guest event".into(),
-                        count: 0,
-                        total_ns: Nanos(unexplained),
-                        max_ns: Nanos::ZERO,
-                        share: unexplained as f64 / denom,
-                    });
+                let rest: Vec<(&str, &str, u64)> = match &split {
+                    Some(sp) => vec![
+                        ("overhead", ENTRY_EXIT_NAME, sp.entry_exit_ns),
+                        ("overhead", LOOP_NAME, sp.loop_ns),
+                        ("unexplained", "no guest event", sp.no_event_ns),
+                        ("unexplained", "cpu idle", sp.idle_ns),
+                    ],
+                    None => vec![("unexplained", "no guest event", unexplained)],
+                };
+                for (kind, name, ns) in rest {
+                    if ns > 0 {
+                        shares.push(SourceShare {
+                            kind: kind.into(),
+                            name: name.into(),
+                            count: 0,
+                            total_ns: Nanos(ns),
+                            max_ns: Nanos::ZERO,
+                            share: ns as f64 / denom,
+                        });
+                    }
                 }
                 st.by_source = shares;
                 if st.kernel_view.is_none() {
@@ -842,6 +1079,12 @@ impl Trace {
             .collect();
         ov.sort_by_key(|s| std::cmp::Reverse(s.total.total_ns));
         sum.overall = ov;
+        sum.hints = self.hints(&sum);
+        sum.own_threads = self
+            .own_threads
+            .iter()
+            .map(|(t, n)| (*t, n.clone()))
+            .collect();
         if let Some(p) = &self.cleanup_problem {
             rec.warnings.push(Warning::Other {
                 message: format!("tracing cleanup incomplete: {p}; run 'punctual cause --cleanup'"),

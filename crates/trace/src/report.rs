@@ -86,9 +86,21 @@ pub fn top_offenders(sum: &CauseSummary, top: usize) -> String {
             c.cpu,
             Nanos(c.span_ns)
         );
-        let denom = (c.named_ns + c.unexplained_ns).max(1) as f64;
         let mut extra = Vec::new();
-        if c.unexplained_ns > 0 {
+        if let Some(sp) = &c.stolen_split {
+            let denom = sp.stolen_ns.max(1) as f64;
+            for (name, ns) in [
+                (crate::recorder::ENTRY_EXIT_NAME, sp.entry_exit_ns),
+                (crate::recorder::LOOP_NAME, sp.loop_ns),
+                ("unexplained (no guest event)", sp.no_event_ns),
+                ("unexplained (cpu idle)", sp.idle_ns),
+            ] {
+                if ns > 0 {
+                    extra.push((name, ns, ns as f64 / denom));
+                }
+            }
+        } else if c.unexplained_ns > 0 {
+            let denom = (c.named_ns + c.unexplained_ns).max(1) as f64;
             extra.push((
                 "unexplained (no guest event)",
                 c.unexplained_ns,
@@ -100,8 +112,39 @@ pub fn top_offenders(sum: &CauseSummary, top: usize) -> String {
         } else {
             table(&mut out, &c.sources, &extra, top);
         }
-        match c.probe_observed_ns {
-            Some(obs) => {
+        match (c.probe_observed_ns, &c.stolen_split) {
+            (_, Some(sp)) => {
+                let _ = writeln!(
+                    out,
+                    "  {} intervals, {} stolen: {:.1}% named (sources {}, entry/exit {}, probe loop {}), {:.1}% unexplained{}",
+                    sp.intervals,
+                    Nanos(sp.stolen_ns),
+                    sp.named_fraction() * 100.0,
+                    Nanos(sp.named_ns),
+                    Nanos(sp.entry_exit_ns),
+                    Nanos(sp.loop_ns),
+                    (sp.no_event_ns + sp.idle_ns) as f64 * 100.0 / sp.stolen_ns.max(1) as f64,
+                    if sp.intervals_dropped > 0 {
+                        format!(" ({} later intervals not kept)", sp.intervals_dropped)
+                    } else {
+                        String::new()
+                    }
+                );
+                let _ = writeln!(
+                    out,
+                    "  one-event intervals: rest around the event p50 {}, p90 {}, p99 {} (charged to entry/exit up to {} per event)",
+                    Nanos(sp.one_event_rest_p50_ns),
+                    Nanos(sp.one_event_rest_p90_ns),
+                    Nanos(sp.one_event_rest_p99_ns),
+                    Nanos(sp.entry_exit_cap_ns)
+                );
+                let _ = writeln!(
+                    out,
+                    "  handler/thread time over the whole run {} (includes interruptions shorter than the probe's threshold)",
+                    Nanos(c.whole_run_named_ns)
+                );
+            }
+            (Some(obs), None) => {
                 let _ = writeln!(
                     out,
                     "  handler/thread time {} vs stolen time the probe saw {} ({:.1}% named)",
@@ -114,7 +157,7 @@ pub fn top_offenders(sum: &CauseSummary, top: usize) -> String {
                     }
                 );
             }
-            None => {
+            (None, None) => {
                 let _ = writeln!(
                     out,
                     "  handler/thread time {}, cpu idle {}, probe itself {}",
@@ -144,6 +187,12 @@ pub fn top_offenders(sum: &CauseSummary, top: usize) -> String {
     if sum.per_cpu.len() > 1 {
         let _ = writeln!(out, "All CPUs — top offenders");
         table(&mut out, &sum.overall, &[], top);
+        out.push('\n');
+    }
+    for h in &sum.hints {
+        let _ = writeln!(out, "hint: {h}");
+    }
+    if !sum.hints.is_empty() {
         out.push('\n');
     }
     out

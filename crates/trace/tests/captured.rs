@@ -65,11 +65,47 @@ fn text_lines() -> Vec<(u32, u64, String, String)> {
             "irq_handler_entry" => field("name="),
             "irq_handler_exit" => field("irq="),
             "softirq_entry" | "softirq_exit" => field("vec="),
-            "sched_switch" => format!("{}>{}", field("prev_pid="), field("next_pid=")),
+            "sched_switch" => format!(
+                "{}>{} {}",
+                field("prev_pid="),
+                field("next_pid="),
+                field("prev_state=")
+            ),
             "sched_wakeup" => format!("{}/{}", field("comm="), field("pid=")),
             _ => String::new(),
         };
         out.push((cpu, ts_us, name, key));
+    }
+    out
+}
+
+/// The kernel's rendering of `prev_state` (its print fmt, as the format
+/// file gives it).
+fn state_letters(s: i64) -> String {
+    let letters = [
+        (0x1, "S"),
+        (0x2, "D"),
+        (0x4, "T"),
+        (0x8, "t"),
+        (0x10, "X"),
+        (0x20, "Z"),
+        (0x40, "P"),
+        (0x80, "I"),
+    ];
+    let mut v: Vec<&str> = letters
+        .iter()
+        .filter(|(b, _)| s & b != 0)
+        .map(|(_, l)| *l)
+        .collect();
+    if v.is_empty() {
+        assert!(punctual_trace::event::left_runnable(s));
+        v.push("R");
+    } else {
+        assert!(!punctual_trace::event::left_runnable(s));
+    }
+    let mut out = v.join("|");
+    if s & 0x100 != 0 {
+        out.push('+');
     }
     out
 }
@@ -96,8 +132,17 @@ fn binary_lines() -> (Vec<(u32, u64, String, String)>, u64) {
                     Event::VectorEntry { name } => (format!("{name}_entry"), String::new()),
                     Event::VectorExit { name } => (format!("{name}_exit"), String::new()),
                     Event::Switch {
-                        prev_pid, next_pid, ..
-                    } => ("sched_switch".into(), format!("{prev_pid}>{next_pid}")),
+                        prev_pid,
+                        next_pid,
+                        prev_state,
+                        ..
+                    } => (
+                        "sched_switch".into(),
+                        format!(
+                            "{prev_pid}>{next_pid} {}",
+                            state_letters(prev_state.expect("format has prev_state"))
+                        ),
+                    ),
                     Event::Wakeup { pid, comm, .. } => {
                         ("sched_wakeup".into(), format!("{comm}/{pid}"))
                     }

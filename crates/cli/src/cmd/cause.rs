@@ -1,23 +1,31 @@
 //! `punctual cause`: run a probe beside the tracefs flight recorder and
 //! name what filled every spike and every stolen interval.
+//!
+//! The probes are `punctual timer`'s and `punctual noise`'s own (same
+//! threads, clocks, policies and record), so a `cause` record reads like
+//! theirs with the causes filled in; the noise probe also keeps every gap
+//! so the whole stolen time is split interval by interval.
 
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use punctual_record::{Metric, Platform, Record, Source, Stolen, Warning};
-use punctual_trace::probe::{self, ProbeConfig, ProbeKind};
-use punctual_trace::recorder::{FlightRecorder, Options};
+use punctual_live::noise::NoiseConfig;
+use punctual_live::rt::Policy;
+use punctual_live::timer::{TimerClock, TimerConfig};
+use punctual_record::Warning;
+use punctual_trace::recorder::{Options, ProbeGaps};
 use punctual_trace::tracefs::{cleanup_stale, JOURNAL_DIR};
 use punctual_units::Nanos;
 
+use super::timer::{finish_record, new_record, parse_cpus, parse_policy};
 use crate::error::{CliError, CliResult};
 use crate::opts;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ProbeArg {
-    /// Periodic timer thread: wake-up latency spikes.
+    /// Periodic timer thread (`punctual timer`): wake-up latency spikes.
     Timer,
-    /// Busy-polling thread: stolen intervals.
+    /// Busy-polling thread (`punctual noise`): stolen intervals.
     Noise,
 }
 
@@ -34,18 +42,33 @@ pub struct Args {
     /// Timer probe period.
     #[arg(long, default_value = "1ms", value_parser = opts::positive_duration)]
     pub interval: Nanos,
-    /// SCHED_FIFO priority of the probe (0: SCHED_OTHER).
+    /// Scheduling policy of the probe threads: fifo, rr, other (and
+    /// deadline for the timer probe), as for `timer` and `noise`.
+    #[arg(long, default_value = "fifo")]
+    pub policy: String,
+    /// Real-time priority (1-99) for fifo/rr; 0 means SCHED_OTHER.
     #[arg(long, default_value_t = 95)]
-    pub priority: u8,
-    /// What counts as a spike: a wake-up later than this (timer), or a
-    /// gap longer than this (noise, default 2us).
+    pub priority: u32,
+    /// Timer probe: nanosleep or timerfd.
+    #[arg(long, default_value = "nanosleep")]
+    pub clock: String,
+    /// Timer probe: keep wake-ups later than this in the spike log
+    /// (default: the largest). Noise probe: a step longer than this is
+    /// stolen (default: automatic, as `punctual noise`).
+    #[arg(long, value_parser = opts::duration)]
+    pub threshold: Option<Nanos>,
+    /// Break down only spikes at least this long (default: every spike the
+    /// spike log kept).
     #[arg(long = "cause-threshold", value_parser = opts::duration)]
     pub cause_threshold: Option<Nanos>,
     /// Spikes kept (and attributed) per CPU: the largest.
     #[arg(long, default_value_t = 1000)]
     pub max_spikes: usize,
+    /// Do not mlockall (memory locking is on by default).
+    #[arg(long)]
+    pub no_mlock: bool,
     /// Trace ring size per CPU in KiB.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 8192)]
     pub buffer_kb: u32,
     /// Rows in the top-offenders tables.
     #[arg(long, default_value_t = 10)]
@@ -76,19 +99,43 @@ pub struct Args {
     pub cleanup: bool,
 }
 
+/// The probe's policy: `--priority 0` keeps its old meaning (SCHED_OTHER).
+fn policy(args: &Args) -> Result<Policy, CliError> {
+    if args.priority == 0 && matches!(args.policy.as_str(), "fifo" | "rr") {
+        return Ok(Policy::Other { nice: 0 });
+    }
+    let p = parse_policy(&args.policy, args.priority, args.interval)?;
+    if args.probe == ProbeArg::Noise && matches!(p, Policy::Deadline { .. }) {
+        return Err(CliError::usage(
+            "--policy deadline does not fit the noise probe's busy loop; use fifo, rr or other",
+        ));
+    }
+    Ok(p)
+}
+
+/// What the probe produced, ready for attribution.
+struct Probed {
+    elapsed: Nanos,
+    gaps: Vec<ProbeGaps>,
+    probes: Vec<punctual_trace::recorder::ProbeThread>,
+}
+
 pub fn run(args: Args) -> CliResult {
     if args.cleanup {
         return cleanup();
     }
-    let online = opts::online_cpus();
-    let cpus = opts::cpu_list(&args.cpus, &online)?;
+    let cpus = parse_cpus(&args.cpus)?;
     let load_specs = super::load::probe_load_specs(args.load.as_deref())?;
-    if args.priority > 99 {
-        return Err(CliError::usage(format!(
-            "--priority {} is out of range (0 for SCHED_OTHER, 1-99 for SCHED_FIFO)",
-            args.priority
-        )));
-    }
+    let policy = policy(&args)?;
+    let clock = match args.clock.as_str() {
+        "nanosleep" => TimerClock::Nanosleep,
+        "timerfd" => TimerClock::Timerfd,
+        c => {
+            return Err(CliError::usage(format!(
+                "--clock '{c}' is not a timer (use nanosleep or timerfd)"
+            )))
+        }
+    };
     if args.buffer_kb < 64 || args.buffer_kb > 1 << 20 {
         return Err(CliError::usage(format!(
             "--buffer-kb {} is out of range (64 to 1048576)",
@@ -101,28 +148,40 @@ pub fn run(args: Args) -> CliResult {
         ));
     }
     opts::check_output("--json", &args.json)?;
-    let kind = match args.probe {
-        ProbeArg::Timer => ProbeKind::Timer,
-        ProbeArg::Noise => ProbeKind::Noise,
-    };
-    let threshold = args.cause_threshold.unwrap_or(match kind {
-        ProbeKind::Timer => Nanos::from_us(100),
-        ProbeKind::Noise => Nanos::from_us(2),
-    });
     let stop = crate::interrupt::stop_flag();
 
-    let mut rec = Record::new(Source::Measured, "cause", Platform::default());
-    rec.started_at = crate::output::rfc3339_now();
+    let platform = punctual_live::sysinfo::collect();
+    let mut rec = new_record("cause", platform);
     rec.set_config("probe", format!("{:?}", args.probe).to_lowercase());
-    rec.set_config("cpus", opts::format_cpus(&cpus));
-    rec.set_config("duration_ns", args.duration.0);
-    rec.set_config("interval_ns", args.interval.0);
-    rec.set_config("priority", args.priority);
-    rec.set_config("cause_threshold_ns", threshold.0);
     rec.set_config("buffer_kb", args.buffer_kb);
     rec.set_config("tracing", !args.no_trace);
     rec.set_config("neighbor", args.neighbor);
     rec.set_config("wakeups", args.wakeups);
+    if let Some(t) = args.cause_threshold {
+        rec.set_config("cause_threshold_ns", t.0);
+    }
+    let timer_cfg = TimerConfig {
+        cpus: cpus.clone(),
+        policy,
+        interval: args.interval,
+        duration: args.duration,
+        clock,
+        threshold: args.threshold.unwrap_or(Nanos::ZERO),
+        max_spikes: args.max_spikes,
+        lock_memory: !args.no_mlock,
+    };
+    let noise_cfg = NoiseConfig {
+        cpus: cpus.clone(),
+        policy,
+        duration: args.duration,
+        threshold: args.threshold,
+        max_spikes: args.max_spikes,
+        lock_memory: !args.no_mlock,
+    };
+    match args.probe {
+        ProbeArg::Timer => super::timer::set_timer_config(&mut rec, &timer_cfg, ""),
+        ProbeArg::Noise => super::noise::set_noise_config(&mut rec, &noise_cfg, ""),
+    }
 
     let recorder = if args.no_trace {
         None
@@ -132,15 +191,7 @@ pub fn run(args: Args) -> CliResult {
             wakeups: args.wakeups,
             ..Options::default()
         };
-        match FlightRecorder::start(&cpus, &o) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                let w = Warning::NoTracing { reason: e.0 };
-                eprintln!("punctual: {}", w.message());
-                rec.warnings.push(w);
-                None
-            }
-        }
+        crate::attach::start_recorder(&cpus, &o, &mut rec)
     };
     let neighbor = if args.neighbor {
         match punctual_live::inject::NoisyNeighbor::start(punctual_live::inject::NeighborConfig {
@@ -166,93 +217,38 @@ pub fn run(args: Args) -> CliResult {
             ""
         }
     );
-    let cfg = ProbeConfig {
-        kind,
-        interval: args.interval,
-        duration: args.duration,
-        priority: args.priority,
-        threshold,
-        max_spikes: args.max_spikes,
-    };
     let loads = super::load::start_loads(&load_specs, args.duration)?;
-    let runs = probe::run(&cpus, &cfg, stop.clone());
+    let probed = match args.probe {
+        ProbeArg::Timer => {
+            let out = super::timer::run_timer_probe(&timer_cfg, stop, "cause")?;
+            let tids = super::timer::timer_tids(&out);
+            let elapsed = out.elapsed;
+            let probes = crate::attach::threads(&tids, out.origin, elapsed);
+            out.fill(&mut rec, args.max_spikes);
+            Probed {
+                elapsed,
+                gaps: Vec::new(),
+                probes,
+            }
+        }
+        ProbeArg::Noise => {
+            let out = super::noise::run_noise_probe(&noise_cfg, stop, "cause", recorder.is_some())?;
+            let tids = super::noise::noise_tids(&out);
+            let elapsed = out.elapsed;
+            let probes = crate::attach::threads(&tids, out.origin, elapsed);
+            let gaps = super::noise::noise_gaps(&out);
+            out.fill(&mut rec, args.max_spikes);
+            Probed {
+                elapsed,
+                gaps,
+                probes,
+            }
+        }
+    };
     super::load::finish_loads(loads, &load_specs, &mut rec);
     let neighbor_report = neighbor.map(|n| n.stop());
-    let trace = match recorder.map(|r| r.stop()) {
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => {
-            let w = Warning::NoTracing { reason: e.0 };
-            eprintln!("punctual: {}", w.message());
-            rec.warnings.push(w);
-            None
-        }
-        None => None,
-    };
-
-    // The record.
-    let origin = runs
-        .iter()
-        .map(|r| r.thread.origin)
-        .min()
-        .unwrap_or_default();
-    rec.started_mono_ns = Some(origin);
-    let span = runs.iter().map(|r| r.thread.span).max().unwrap_or_default();
-    rec.duration_ns = span;
-    rec.interrupted = crate::interrupt::interrupted(&stop);
-    if rec.interrupted {
-        rec.warnings.push(Warning::Interrupted {
-            completed_ns: span.0,
-            asked_ns: args.duration.0,
-        });
-    }
-    let mut probes = Vec::new();
-    for r in runs {
-        if let Some(reason) = &r.realtime_refused {
-            rec.warnings.push(Warning::NoRealtimePolicy {
-                asked: format!("fifo:{}", args.priority),
-                reason: reason.clone(),
-            });
-        }
-        if let Some(reason) = &r.pin_refused {
-            rec.warnings.push(Warning::NoAffinity {
-                cpu: r.thread.cpu,
-                reason: reason.clone(),
-            });
-        }
-        let cpu = r.thread.cpu;
-        let (name, metric) = match kind {
-            ProbeKind::Timer => (format!("cpu{cpu}.latency"), Metric::Latency),
-            ProbeKind::Noise => (format!("cpu{cpu}.gap"), Metric::Gap),
-        };
-        let mut s = r.values.to_series(&name, metric);
-        s.cpu = Some(cpu);
-        rec.series.push(s);
-        if kind == ProbeKind::Noise {
-            let observed = r.thread.span.saturating_sub(r.paused);
-            rec.stolen.push(Stolen {
-                cpu,
-                task: None,
-                observed_ns: observed,
-                total_ns: r.stolen_total,
-                fraction: if observed.is_zero() {
-                    0.0
-                } else {
-                    r.stolen_total.0 as f64 / observed.0 as f64
-                },
-                intervals: r.stolen_count,
-                max_ns: r.stolen_max,
-                threshold_ns: threshold,
-                loop_cost_ns: None,
-                timeline: r.timeline,
-                by_source: Vec::new(),
-                kernel_view: None,
-            });
-        }
-        rec.spikes.extend(r.spikes);
-        rec.spikes_dropped += r.spikes_dropped;
-        probes.push(r.thread);
-    }
-    rec.spikes.sort_by_key(|s| (s.at_ns, s.cpu));
+    let trace = recorder.and_then(|r| crate::attach::stop_recorder(r, &mut rec));
+    finish_record(&mut rec, probed.elapsed, args.duration);
     if let Some(n) = &neighbor_report {
         rec.extra.insert(
             "neighbor".into(),
@@ -267,36 +263,19 @@ pub fn run(args: Args) -> CliResult {
     }
 
     // Attribution and the report.
-    let mut out = String::new();
-    for s in &rec.series {
-        out.push_str(&format!(
-            "{:<14} {:>9} samples  p50 {:>9}  p99 {:>9}  max {:>9}{}\n",
-            s.name,
-            s.count,
-            s.percentiles.p50.to_string(),
-            s.percentiles.p99.to_string(),
-            s.max.to_string(),
-            if s.missed > 0 {
-                format!("  missed {}", s.missed)
-            } else {
-                String::new()
-            }
-        ));
-    }
-    for st in &rec.stolen {
-        out.push_str(&format!(
-            "cpu{}: {} stolen in {} intervals over {} ({:.3}%), longest {}\n",
-            st.cpu,
-            st.total_ns,
-            st.intervals,
-            st.observed_ns,
-            st.fraction * 100.0,
-            st.max_ns
-        ));
-    }
+    let mut out = match args.probe {
+        ProbeArg::Timer => super::timer::latency_table(&rec),
+        ProbeArg::Noise => super::noise::stolen_table(&rec),
+    };
     out.push('\n');
     if let Some(t) = &trace {
-        let sum = t.attribute(&mut rec, &probes);
+        let sum = crate::attach::attribute(
+            t,
+            &mut rec,
+            &probed.probes,
+            args.cause_threshold,
+            &probed.gaps,
+        );
         out.push_str(&crate::attach::report(
             &sum,
             &rec,

@@ -17,7 +17,7 @@ use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
 use punctual_live::{noise::NoiseConfig, timer::TimerClock, timer::TimerConfig};
 use punctual_record::{Metric, Nanos, Platform, Record, Warning};
 
-use super::noise::{noise_tids, run_noise_probe, set_noise_config, stolen_table};
+use super::noise::{noise_gaps, noise_tids, run_noise_probe, set_noise_config, stolen_table};
 use super::sysinfo::platform_text;
 use super::timer::{
     finish_record, latency_table, new_record, parse_cpus, run_timer_probe, set_timer_config,
@@ -215,7 +215,7 @@ pub fn run(args: Args) -> CliResult {
     let mut elapsed = timer_elapsed;
     let probes = crate::attach::threads(&timer_tids(&t), t.origin, timer_elapsed);
     t.fill(&mut rec, DEFAULT_SPIKE_CAPACITY);
-    let mut causes = crate::attach::finish(tracing, &mut rec, &probes, "late wake-ups");
+    let mut causes = crate::attach::finish(tracing, &mut rec, &probes, &[], "late wake-ups");
     print!("{}", latency_table(&rec));
     if !interrupted(&stop) {
         println!(
@@ -235,14 +235,21 @@ pub fn run(args: Args) -> CliResult {
         } else {
             crate::attach::start(&args.cause, &ncfg.cpus, &mut half)
         };
-        let n = run_noise_probe(&ncfg, std::sync::Arc::clone(&stop), "noise")?;
+        let n = run_noise_probe(
+            &ncfg,
+            std::sync::Arc::clone(&stop),
+            "noise",
+            tracing.is_some(),
+        )?;
         elapsed += n.elapsed;
         let probes = crate::attach::threads(&noise_tids(&n), n.origin, n.elapsed);
+        let gaps = noise_gaps(&n);
         n.fill(&mut half, DEFAULT_SPIKE_CAPACITY);
         causes.push_str(&crate::attach::finish(
             tracing,
             &mut half,
             &probes,
+            &gaps,
             "stolen time",
         ));
         merge_noise_half(&mut rec, half);

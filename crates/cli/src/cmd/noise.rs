@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use punctual_live::noise::{self as probe, NoiseConfig};
 use punctual_record::{Nanos, Record};
+use punctual_trace::recorder::ProbeGaps;
 
 use super::timer::{
     check_max_spikes, finish_record, new_record, parse_cpus, parse_policy, run_probe,
@@ -77,15 +78,44 @@ pub fn set_noise_config(rec: &mut Record, cfg: &NoiseConfig, prefix: &str) {
     );
 }
 
+/// Gaps kept per CPU for the flight recorder's interval-by-interval split
+/// (16 bytes each: 16 MiB per CPU; this machine's idle noise fills it in
+/// about half an hour, after which later gaps are counted, not split).
+pub const GAP_LOG_CAP: usize = 1 << 20;
+
+/// Runs the noise probe; with `keep_gaps` each CPU also logs its stolen
+/// intervals (at most [`GAP_LOG_CAP`]) so `--cause` can split every one.
 pub fn run_noise_probe(
     cfg: &NoiseConfig,
     stop: Arc<AtomicBool>,
     label: &str,
+    keep_gaps: bool,
 ) -> Result<probe::NoiseOutcome, CliError> {
     let c2 = cfg.clone();
+    let cap = if keep_gaps { GAP_LOG_CAP } else { 0 };
     run_probe(label, cfg.cpus.len(), cfg.duration, move |p| {
-        probe::run(&c2, stop, p)
+        probe::run_logging_gaps(&c2, cap, stop, p)
     })
+}
+
+/// Each CPU's logged gaps on the record's time zero (gap starts are
+/// relative to each thread's own start), as the flight recorder splits
+/// them.
+pub fn noise_gaps(out: &probe::NoiseOutcome) -> Vec<ProbeGaps> {
+    out.per_cpu
+        .iter()
+        .map(|r| ProbeGaps {
+            cpu: r.cpu,
+            gaps: r
+                .proc_
+                .gap_log()
+                .iter()
+                .map(|&(at, len)| (at + r.offset, len))
+                .collect(),
+            dropped: r.proc_.gap_log_dropped(),
+            loop_cost: r.stats.min_step,
+        })
+        .collect()
 }
 
 /// (CPU, thread id) of each polling thread, for the flight recorder.
@@ -162,12 +192,13 @@ pub fn run(args: Args) -> CliResult {
     set_noise_config(&mut rec, &cfg, "");
     let loads = super::load::start_loads(&load_specs, cfg.duration)?;
     let tracing = crate::attach::start(&args.common.cause, &cfg.cpus, &mut rec);
-    let out = run_noise_probe(&cfg, stop, "noise")?;
+    let out = run_noise_probe(&cfg, stop, "noise", tracing.is_some())?;
     super::load::finish_loads(loads, &load_specs, &mut rec);
     let elapsed = out.elapsed;
     let probes = crate::attach::threads(&noise_tids(&out), out.origin, elapsed);
+    let gaps = noise_gaps(&out);
     out.fill(&mut rec, cfg.max_spikes);
-    let causes = crate::attach::finish(tracing, &mut rec, &probes, "stolen time");
+    let causes = crate::attach::finish(tracing, &mut rec, &probes, &gaps, "stolen time");
     finish_record(&mut rec, elapsed, cfg.duration);
     print!("{}", stolen_table(&rec));
     print!("{}", super::load::load_lines(&rec));

@@ -391,7 +391,7 @@ pub fn run(args: Args) -> CliResult {
     let elapsed = out.elapsed;
     let probes = crate::attach::threads(&timer_tids(&out), out.origin, elapsed);
     out.fill(&mut rec, cfg.max_spikes);
-    let causes = crate::attach::finish(tracing, &mut rec, &probes, "late wake-ups");
+    let causes = crate::attach::finish(tracing, &mut rec, &probes, &[], "late wake-ups");
     finish_record(&mut rec, elapsed, cfg.duration);
     print!("{}", latency_table(&rec));
     print!("{}", super::load::load_lines(&rec));
