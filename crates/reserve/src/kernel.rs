@@ -270,6 +270,86 @@ pub fn bandwidth(sched_dir: Option<&Path>) -> Bandwidth {
     }
 }
 
+/// Each CPU's root-domain deadline bandwidth now (ratio of one CPU), from
+/// sched/debug; empty when it cannot be read.
+pub fn root_domain_bandwidth(sched_dir: Option<&Path>) -> Vec<(u32, f64)> {
+    sched_dir
+        .and_then(|d| fs::read_to_string(d.join("debug")).ok())
+        .map(|t| parse_dl_bw(&t))
+        .unwrap_or_default()
+}
+
+/// What waiting for released bandwidth found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Quiesce {
+    pub waited_ns: Nanos,
+    /// `polled`: sched/debug showed the bandwidth gone; `bound`: it could
+    /// not be read, so the bound (the largest relative deadline) was
+    /// waited out; `timeout`: still held at the bound.
+    pub how: &'static str,
+}
+
+/// Waits until the deadline bandwidth of reservations that just ended has
+/// left the root domains of `cpus`, before those root domains are rebuilt
+/// (a cpuset partition taken down).
+///
+/// Why: when a deadline task leaves the class or exits before its 0-lag
+/// time, the kernel keeps its bandwidth admitted and releases it only
+/// when the task's inactive timer fires at that time (sched-deadline.rst,
+/// bandwidth reclaiming), which is at the latest its current absolute
+/// deadline, i.e. within one relative deadline. A root-domain rebuild in
+/// between recomputes the totals from the tasks still in the class, so the
+/// late release is then subtracted from a total that no longer holds it:
+/// seen here as CPU 1's total dropping 0.1% below its fair-server floor
+/// after a run whose 0.1% admission probe was released across a rebuild.
+/// A full reservation released that way would make the total wrap, and
+/// admission refuses everything (EBUSY) until the next rebuild. So the
+/// partition stays until the release happened: polled on `baseline` (the
+/// totals right after the partition was made, before anything was
+/// admitted) where sched/debug is readable, else the bound is waited out.
+pub fn wait_released(
+    sched_dir: Option<&Path>,
+    baseline: &[(u32, f64)],
+    cpus: &[u32],
+    bound: Nanos,
+) -> Quiesce {
+    let start = punctual_live::clock::mono();
+    let deadline = start + bound;
+    let released = |now: &[(u32, f64)]| {
+        cpus.iter().all(|c| {
+            match (
+                now.iter().find(|x| x.0 == *c),
+                baseline.iter().find(|x| x.0 == *c),
+            ) {
+                // 2^-20 rounding of several tasks' shares.
+                (Some(n), Some(b)) => n.1 <= b.1 + 1e-5,
+                _ => false,
+            }
+        })
+    };
+    let readable = !root_domain_bandwidth(sched_dir).is_empty() && !baseline.is_empty();
+    loop {
+        let now = punctual_live::clock::mono();
+        if readable && released(&root_domain_bandwidth(sched_dir)) {
+            return Quiesce {
+                waited_ns: now - start,
+                how: "polled",
+            };
+        }
+        if now >= deadline {
+            return Quiesce {
+                waited_ns: now - start,
+                how: if readable { "timeout" } else { "bound" },
+            };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(if readable {
+            1
+        } else {
+            5
+        }));
+    }
+}
+
 /// Parses `dl_rq[N]: … .dl_bw->total_bw : X` (2^-20 units) per CPU.
 fn parse_dl_bw(text: &str) -> Vec<(u32, f64)> {
     let mut out = Vec::new();
@@ -390,5 +470,32 @@ mod tests {
         let perm = std::io::Error::from_raw_os_error(libc::EPERM);
         let s = explain_refusal(&perm, Nanos::from_ms(4), Nanos::from_ms(20), 1, &bw);
         assert!(s.contains("CAP_SYS_NICE"), "{s}");
+    }
+    #[test]
+    fn teardown_waits_for_released_bandwidth_by_polling_or_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let dbg = |cpu1: u64| {
+            format!(
+                "dl_rq[0]:\n  .dl_bw->total_bw : 52428\ndl_rq[1]:\n  .dl_bw->total_bw : {cpu1}\n"
+            )
+        };
+        fs::write(d.join("debug"), dbg(52428)).unwrap();
+        let base = root_domain_bandwidth(Some(d));
+        assert_eq!(base.len(), 2);
+        // Still held (a 20% reservation not yet released): times out.
+        fs::write(d.join("debug"), dbg(52428 + 209715)).unwrap();
+        let q = wait_released(Some(d), &base, &[1], Nanos::from_ms(15));
+        assert_eq!(q.how, "timeout");
+        assert!(q.waited_ns >= Nanos::from_ms(15));
+        // Released (or released across a rebuild, below the floor): done.
+        fs::write(d.join("debug"), dbg(52428 - 1048)).unwrap();
+        let q = wait_released(Some(d), &base, &[1], Nanos::from_ms(500));
+        assert_eq!(q.how, "polled");
+        assert!(q.waited_ns < Nanos::from_ms(100), "{:?}", q.waited_ns);
+        // Unreadable: the bound is waited out.
+        let q = wait_released(None, &base, &[1], Nanos::from_ms(12));
+        assert_eq!(q.how, "bound");
+        assert!(q.waited_ns >= Nanos::from_ms(12));
     }
 }

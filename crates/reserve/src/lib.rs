@@ -9,6 +9,7 @@
 //! test application does), catch-up within the period, feedback on the next
 //! period's budget, and a restore journal so no setting outlives the run.
 
+pub mod cmdtrace;
 pub mod command;
 pub mod constraint;
 pub mod controller;
@@ -16,6 +17,7 @@ pub mod ffi;
 pub mod journal;
 pub mod kernel;
 pub mod partition;
+pub mod placement;
 pub mod spec;
 pub mod testapp;
 
@@ -83,15 +85,25 @@ pub fn set_other(tid: i32) -> std::io::Result<()> {
 /// Whether this process may use SCHED_DEADLINE at all: tried on a
 /// short-lived thread with a tiny reservation so nothing else is touched.
 ///
-/// EBUSY is retried for up to half a second: right after a partition is
-/// taken down (the previous run) the kernel rebuilds its root domains and
-/// for a moment refuses admission it will grant a little later.
+/// The probe is 1024 ns every 1 ms (0.1%, the kernel's smallest runtime)
+/// so that its bandwidth, which the kernel holds until the probe's 0-lag
+/// time after it leaves the class, is gone within 1 ms: the probe waits
+/// that out, so a partition made right after does not rebuild root
+/// domains while the release is pending (see
+/// [`kernel::wait_released`] for what that does to the totals).
+///
+/// EBUSY is retried for up to half a second: a reservation another
+/// process released less than one of its deadlines ago still holds its
+/// bandwidth until its 0-lag time, and admission grants once it is
+/// released.
 pub fn deadline_permitted() -> Result<(), std::io::Error> {
     let mut last = Ok(());
     for _ in 0..10 {
         last = std::thread::spawn(|| {
-            set_deadline(0, Nanos(100_000), Nanos::from_ms(100), Nanos::from_ms(100))?;
-            set_other(0)
+            set_deadline(0, spec::MIN_RUNTIME, Nanos::from_ms(1), Nanos::from_ms(1))?;
+            set_other(0)?;
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            Ok(())
         })
         .join()
         .unwrap_or_else(|_| Err(std::io::Error::other("probe thread panicked")));

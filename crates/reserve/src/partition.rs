@@ -105,89 +105,22 @@ fn read(p: &Path) -> Result<String, ReserveError> {
 impl Partition {
     /// Creates the partition for `cpu`, journaling each step first.
     pub fn create(journal: &mut Journal, cpu: u32) -> Result<Partition, ReserveError> {
+        let mut v = Partition::create_set(journal, &[cpu])?;
+        Ok(v.remove(0))
+    }
+
+    /// One partition per CPU in `cpus` (each its own root domain), for
+    /// reservations placed on several CPUs; journaled like [`create`].
+    ///
+    /// [`create`]: Partition::create
+    pub fn create_set(journal: &mut Journal, cpus: &[u32]) -> Result<Vec<Partition>, ReserveError> {
         let fsys = find_cpuset_fs().ok_or_else(|| {
             ReserveError::Refused(
                 "--cpu needs the cpuset cgroup controller, and neither cgroup v2 nor a v1 cpuset hierarchy offers it here".into(),
             )
         })?;
-        let pid = std::process::id();
-        match fsys {
-            CpusetFs::V1(root) => {
-                let all = parse_cpu_list(&read(&root.join("cpuset.cpus"))?);
-                check_cpu(cpu, &all)?;
-                let mems = read(&root.join("cpuset.mems"))?;
-                let rest: Vec<u32> = all.iter().copied().filter(|c| *c != cpu).collect();
-                let rt = root.join(format!("punctual-rt-{pid}"));
-                let other = root.join(format!("punctual-rest-{pid}"));
-                journal
-                    .record(Action::Cgroup {
-                        path: rt.clone(),
-                        v2: false,
-                    })
-                    .map_err(|e| io_err("cannot journal", journal.path(), e))?;
-                fs::create_dir(&rt).map_err(|e| io_err("cannot create", &rt, e))?;
-                write(&rt.join("cpuset.cpus"), &cpu.to_string())?;
-                write(&rt.join("cpuset.mems"), &mems)?;
-                if let Err(e) = fs::write(rt.join("cpuset.cpu_exclusive"), "1") {
-                    return Err(ReserveError::Refused(format!(
-                        "CPU {cpu} cannot be made exclusive ({e}): another cpuset under {} already claims it exclusively; remove that cpuset or pick another --cpu",
-                        root.display()
-                    )));
-                }
-                journal
-                    .record(Action::Cgroup {
-                        path: other.clone(),
-                        v2: false,
-                    })
-                    .map_err(|e| io_err("cannot journal", journal.path(), e))?;
-                fs::create_dir(&other).map_err(|e| io_err("cannot create", &other, e))?;
-                write(&other.join("cpuset.cpus"), &list(&rest))?;
-                write(&other.join("cpuset.mems"), &mems)?;
-                let lb = root.join("cpuset.sched_load_balance");
-                let old = read(&lb)?;
-                journal
-                    .set_knob(&lb, "0", &old)
-                    .map_err(|e| io_err("cannot write", &lb, e))?;
-                Ok(Partition {
-                    cpu,
-                    path: rt,
-                    v2: false,
-                })
-            }
-            CpusetFs::V2(root) => {
-                let all = parse_cpu_list(&read(&root.join("cpuset.cpus.effective"))?);
-                check_cpu(cpu, &all)?;
-                let sub = root.join("cgroup.subtree_control");
-                if !read(&sub)?.split_whitespace().any(|w| w == "cpuset") {
-                    journal
-                        .set_knob(&sub, "+cpuset", "-cpuset")
-                        .map_err(|e| io_err("cannot write", &sub, e))?;
-                }
-                let cg = root.join(format!("punctual-rt-{pid}"));
-                journal
-                    .record(Action::Cgroup {
-                        path: cg.clone(),
-                        v2: true,
-                    })
-                    .map_err(|e| io_err("cannot journal", journal.path(), e))?;
-                fs::create_dir(&cg).map_err(|e| io_err("cannot create", &cg, e))?;
-                write(&cg.join("cpuset.cpus"), &cpu.to_string())?;
-                write(&cg.join("cpuset.cpus.partition"), "root")?;
-                let state = read(&cg.join("cpuset.cpus.partition"))?;
-                if state != "root" {
-                    return Err(ReserveError::Refused(format!(
-                        "the kernel did not make CPU {cpu} a partition root (cpuset.cpus.partition reads '{state}'); another cgroup may hold CPU {cpu}"
-                    )));
-                }
-                Ok(Partition {
-                    cpu,
-                    path: cg,
-                    v2: true,
-                })
-            }
-        }
+        create_in(journal, &fsys, cpus, std::process::id())
     }
-
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -221,6 +154,114 @@ impl Partition {
             Ok(())
         }
     }
+}
+
+fn journal_cgroup(journal: &mut Journal, path: &Path, v2: bool) -> Result<(), ReserveError> {
+    journal
+        .record(Action::Cgroup {
+            path: path.to_path_buf(),
+            v2,
+        })
+        .map_err(|e| io_err("cannot journal", journal.path(), e))
+}
+
+/// The partitions' cgroup directory names: `punctual-rt-PID` for one CPU,
+/// `punctual-rt-PID-cpuN` for each of several.
+fn rt_name(pid: u32, cpu: u32, several: bool) -> String {
+    if several {
+        format!("punctual-rt-{pid}-cpu{cpu}")
+    } else {
+        format!("punctual-rt-{pid}")
+    }
+}
+
+/// Makes the partitions under `fsys` (a real hierarchy, or a fake one in
+/// tests) for `cpus`, named after `pid`.
+pub fn create_in(
+    journal: &mut Journal,
+    fsys: &CpusetFs,
+    cpus: &[u32],
+    pid: u32,
+) -> Result<Vec<Partition>, ReserveError> {
+    let several = cpus.len() > 1;
+    let mut out = Vec::new();
+    match fsys {
+        CpusetFs::V1(root) => {
+            let all = parse_cpu_list(&read(&root.join("cpuset.cpus"))?);
+            for &c in cpus {
+                check_cpu(c, &all)?;
+            }
+            let mems = read(&root.join("cpuset.mems"))?;
+            let rest: Vec<u32> = all.iter().copied().filter(|c| !cpus.contains(c)).collect();
+            for &cpu in cpus {
+                let rt = root.join(rt_name(pid, cpu, several));
+                journal_cgroup(journal, &rt, false)?;
+                fs::create_dir(&rt).map_err(|e| io_err("cannot create", &rt, e))?;
+                write(&rt.join("cpuset.cpus"), &cpu.to_string())?;
+                write(&rt.join("cpuset.mems"), &mems)?;
+                if let Err(e) = fs::write(rt.join("cpuset.cpu_exclusive"), "1") {
+                    return Err(ReserveError::Refused(format!(
+                        "CPU {cpu} cannot be made exclusive ({e}): another cpuset under {} already claims it exclusively; remove that cpuset or pick another --cpu",
+                        root.display()
+                    )));
+                }
+                out.push(Partition {
+                    cpu,
+                    path: rt,
+                    v2: false,
+                });
+            }
+            // The other CPUs keep load balancing among themselves.
+            if !rest.is_empty() {
+                let other = root.join(format!("punctual-rest-{pid}"));
+                journal_cgroup(journal, &other, false)?;
+                fs::create_dir(&other).map_err(|e| io_err("cannot create", &other, e))?;
+                write(&other.join("cpuset.cpus"), &list(&rest))?;
+                write(&other.join("cpuset.mems"), &mems)?;
+            }
+            let lb = root.join("cpuset.sched_load_balance");
+            let old = read(&lb)?;
+            journal
+                .set_knob(&lb, "0", &old)
+                .map_err(|e| io_err("cannot write", &lb, e))?;
+        }
+        CpusetFs::V2(root) => {
+            if several {
+                // A v2 cgroup holds whole processes (threads move with their
+                // process unless the subtree is threaded): one process's
+                // threads cannot sit in several partitions this way.
+                return Err(ReserveError::Refused(
+                    "several reservations on different CPUs need per-thread cpusets; on cgroup v2 that takes a threaded subtree, which punctual does not set up: use one reservation per run, or a cgroup v1 cpuset hierarchy".into(),
+                ));
+            }
+            let cpu = cpus[0];
+            let all = parse_cpu_list(&read(&root.join("cpuset.cpus.effective"))?);
+            check_cpu(cpu, &all)?;
+            let sub = root.join("cgroup.subtree_control");
+            if !read(&sub)?.split_whitespace().any(|w| w == "cpuset") {
+                journal
+                    .set_knob(&sub, "+cpuset", "-cpuset")
+                    .map_err(|e| io_err("cannot write", &sub, e))?;
+            }
+            let cg = root.join(rt_name(pid, cpu, false));
+            journal_cgroup(journal, &cg, true)?;
+            fs::create_dir(&cg).map_err(|e| io_err("cannot create", &cg, e))?;
+            write(&cg.join("cpuset.cpus"), &cpu.to_string())?;
+            write(&cg.join("cpuset.cpus.partition"), "root")?;
+            let state = read(&cg.join("cpuset.cpus.partition"))?;
+            if state != "root" {
+                return Err(ReserveError::Refused(format!(
+                    "the kernel did not make CPU {cpu} a partition root (cpuset.cpus.partition reads '{state}'); another cgroup may hold CPU {cpu}"
+                )));
+            }
+            out.push(Partition {
+                cpu,
+                path: cg,
+                v2: true,
+            });
+        }
+    }
+    Ok(out)
 }
 
 fn check_cpu(cpu: u32, all: &[u32]) -> Result<(), ReserveError> {
@@ -340,5 +381,129 @@ mod tests {
             .contains("--cpu 3"));
         assert!(check_cpu(0, &[0]).is_err());
         assert!(check_cpu(1, &[0, 1]).is_ok());
+    }
+    /// The cgroup v2 path against a fake hierarchy in a tempdir: what is
+    /// written, what is journaled, and the restore. Regular files stand in
+    /// for the kernel's, so this checks punctual's side only; the kernel's
+    /// answers (partition root accepted, rmdir of a populated cgroup) are
+    /// simulated, and the path is untested on a real v2 kernel.
+    #[test]
+    fn cgroup_v2_partition_writes_and_restores_on_a_fake_hierarchy() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        fs::write(r.join("cpuset.cpus.effective"), "0-3\n").unwrap();
+        fs::write(r.join("cgroup.subtree_control"), "memory\n").unwrap();
+        fs::write(r.join("cgroup.procs"), "").unwrap();
+        let jdir = tempfile::tempdir().unwrap();
+        let mut j = Journal::create(jdir.path()).unwrap();
+        let fsys = CpusetFs::V2(r.to_path_buf());
+        let parts = create_in(&mut j, &fsys, &[2], 4242).unwrap();
+        assert_eq!(parts.len(), 1);
+        let cg = r.join("punctual-rt-4242");
+        assert_eq!(parts[0].path(), cg.as_path());
+        assert_eq!(
+            fs::read_to_string(r.join("cgroup.subtree_control")).unwrap(),
+            "+cpuset"
+        );
+        assert_eq!(fs::read_to_string(cg.join("cpuset.cpus")).unwrap(), "2");
+        assert_eq!(
+            fs::read_to_string(cg.join("cpuset.cpus.partition")).unwrap(),
+            "root"
+        );
+        // Threads join as their whole process (v2 moves processes).
+        parts[0].add_thread(punctual_live::rt::gettid()).unwrap();
+        let me = std::process::id().to_string();
+        assert_eq!(fs::read_to_string(cg.join("cgroup.procs")).unwrap(), me);
+        assert_eq!(parts[0].self_join_file(), cg.join("cgroup.procs"));
+        // Several CPUs are refused on v2, with the reason.
+        let e = create_in(&mut j, &fsys, &[1, 2], 4243).unwrap_err();
+        assert!(e.to_string().contains("threaded"), "{e}");
+        // Restore: the kernel's own files vanish with rmdir; here the test
+        // removes the stand-ins the kernel would not have let us create.
+        for f in ["cpuset.cpus", "cpuset.cpus.partition"] {
+            fs::remove_file(cg.join(f)).unwrap();
+        }
+        let members = fs::read_to_string(cg.join("cgroup.procs")).unwrap();
+        // remove_cgroup moves members to the parent first; a fake cgroup
+        // keeps its procs file, so drop it once moved.
+        let errs = {
+            let cgp = cg.clone();
+            let h = std::thread::spawn(move || {
+                for _ in 0..200 {
+                    if fs::read_to_string(cgp.parent().unwrap().join("cgroup.procs"))
+                        .is_ok_and(|s| !s.is_empty())
+                    {
+                        let _ = fs::remove_file(cgp.join("cgroup.procs"));
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            });
+            let errs = j.undo_all();
+            h.join().unwrap();
+            errs
+        };
+        assert!(errs.is_empty(), "{errs:?}");
+        assert!(!cg.exists());
+        assert_eq!(fs::read_to_string(r.join("cgroup.procs")).unwrap(), members);
+        assert_eq!(
+            fs::read_to_string(r.join("cgroup.subtree_control")).unwrap(),
+            "-cpuset"
+        );
+    }
+
+    #[test]
+    fn cgroup_v1_partitions_for_several_cpus_on_a_fake_hierarchy() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        fs::write(r.join("cpuset.cpus"), "0-3\n").unwrap();
+        fs::write(r.join("cpuset.mems"), "0\n").unwrap();
+        fs::write(r.join("cpuset.sched_load_balance"), "1\n").unwrap();
+        let jdir = tempfile::tempdir().unwrap();
+        let mut j = Journal::create(jdir.path()).unwrap();
+        let parts = create_in(&mut j, &CpusetFs::V1(r.to_path_buf()), &[1, 3], 7).unwrap();
+        let names: Vec<String> = parts
+            .iter()
+            .map(|p| p.path().file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["punctual-rt-7-cpu1", "punctual-rt-7-cpu3"]);
+        for p in &parts {
+            assert_eq!(
+                fs::read_to_string(p.path().join("cpuset.cpus")).unwrap(),
+                p.cpu.to_string()
+            );
+            assert_eq!(
+                fs::read_to_string(p.path().join("cpuset.cpu_exclusive")).unwrap(),
+                "1"
+            );
+        }
+        assert_eq!(
+            fs::read_to_string(r.join("punctual-rest-7/cpuset.cpus")).unwrap(),
+            "0,2"
+        );
+        assert_eq!(
+            fs::read_to_string(r.join("cpuset.sched_load_balance")).unwrap(),
+            "0"
+        );
+        // Restore, after removing the stand-ins for the kernel's files.
+        for d in [
+            "punctual-rt-7-cpu1",
+            "punctual-rt-7-cpu3",
+            "punctual-rest-7",
+        ] {
+            for f in fs::read_dir(r.join(d)).unwrap().flatten() {
+                fs::remove_file(f.path()).unwrap();
+            }
+        }
+        let errs = j.undo_all();
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(
+            fs::read_to_string(r.join("cpuset.sched_load_balance")).unwrap(),
+            "1"
+        );
+        assert!(fs::read_dir(r)
+            .unwrap()
+            .flatten()
+            .all(|e| e.path().is_file()));
     }
 }

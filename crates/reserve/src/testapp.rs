@@ -43,6 +43,9 @@ pub struct Config {
     /// C_t, emulating precise (HRTICK) enforcement on a tick-enforced
     /// kernel. Catch-up always stops itself, on received time.
     pub thread_enforced: bool,
+    /// The reserved thread's task name in the record (`reserved`; with
+    /// several reservations, one name each).
+    pub task: String,
 }
 
 /// What one competitor thread got.
@@ -82,7 +85,8 @@ pub struct Outcome {
     pub constraint: Option<ConstraintOutcome>,
 }
 
-const RESERVED_TASK: &str = "reserved";
+/// The default task name of the reserved thread.
+pub const RESERVED_TASK: &str = "reserved";
 
 /// How close (received + stolen) must come to C_t before a thread-enforced
 /// thread reads its CPU clock to find where exactly C_t charged falls.
@@ -147,9 +151,10 @@ pub fn run(
                 // Admission is asked for the largest budget the mode may use,
                 // so a refusal comes now and not in the middle of the run.
                 let mut admitted = set_deadline(0, sp.admitted_runtime(), sp.deadline, sp.period);
-                // A partition just made (or a previous run's just removed)
-                // can refuse admission for a moment while the kernel
-                // rebuilds root domains: retry EBUSY briefly.
+                // Bandwidth another process released less than one of its
+                // deadlines ago is held until its 0-lag time: retry EBUSY
+                // briefly (this run's own releases are waited out before
+                // its partitions come down: kernel::wait_released).
                 for _ in 0..10 {
                     match &admitted {
                         Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
@@ -262,7 +267,7 @@ pub fn run(
     let observed = r.summary.received_total_ns + r.stolen_total;
     let stolen = Stolen {
         cpu: partition.map(|p| p.cpu).unwrap_or(r.last_cpu),
-        task: Some(RESERVED_TASK.into()),
+        task: Some(cfg.task.clone()),
         observed_ns: observed,
         total_ns: r.stolen_total,
         fraction: if observed.is_zero() {
@@ -279,10 +284,12 @@ pub fn run(
         kernel_view: None,
     };
     let periods_n = r.summary.periods.max(1) as u128;
-    let mut received = r.received.to_series("reserved.received", Metric::Received);
-    received.task = Some(RESERVED_TASK.into());
-    let mut gaps = r.gaps.to_series("reserved.gap", Metric::Gap);
-    gaps.task = Some(RESERVED_TASK.into());
+    let mut received = r
+        .received
+        .to_series(&format!("{}.received", cfg.task), Metric::Received);
+    received.task = Some(cfg.task.clone());
+    let mut gaps = r.gaps.to_series(&format!("{}.gap", cfg.task), Metric::Gap);
+    gaps.task = Some(cfg.task.clone());
     Ok(Outcome {
         periods: r.periods,
         charged_ns: r.charged,
@@ -364,7 +371,7 @@ fn reserved_loop(cfg: &Config, start: Nanos, stop: &AtomicBool) -> Reserved {
         charged: Vec::new(),
         dropped: 0,
         summary: PeriodSummary {
-            task: RESERVED_TASK.into(),
+            task: cfg.task.clone(),
             reserved_ns: sp.budget,
             ..Default::default()
         },
@@ -544,7 +551,7 @@ fn finish_period(out: &mut Reserved, cfg: &Config, index: u64, a: PeriodAccount)
     out.received.record(a.received);
     if out.periods.len() < cfg.max_periods_kept {
         out.periods.push(Period {
-            task: RESERVED_TASK.into(),
+            task: cfg.task.clone(),
             index,
             start_ns: sp.period * index,
             reserved_ns: sp.budget,

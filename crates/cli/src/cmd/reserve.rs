@@ -53,7 +53,14 @@ pub struct Args {
     /// Run seed 004's test application instead of a command.
     #[arg(long)]
     test_app: bool,
-    /// Test application threads: one reserved plus time-sharing competitors.
+    /// Several reservations for the test app, AMOUNT/PERIOD each (repeat
+    /// the option, e.g. --reserve 4ms/20ms --reserve 3ms/10ms): each gets
+    /// a reserved thread, placed on the least-utilized CPU (seed 001) in a
+    /// one-CPU partition of its own. Replaces --budget, --period and --cpu.
+    #[arg(long = "reserve", value_name = "AMOUNT/PERIOD")]
+    reserve: Vec<String>,
+    /// Test application threads per reservation: one reserved plus
+    /// time-sharing competitors on its CPU.
     #[arg(long, default_value_t = 2)]
     threads: u32,
     /// A time constraint for the test app to demonstrate: ESTIMATE@START..DEADLINE.
@@ -93,7 +100,66 @@ fn from_reserve(e: ReserveError) -> CliError {
     }
 }
 
-fn validate(a: &Args) -> CliResult<(Spec, Option<ConstraintRequest>)> {
+/// What the options ask for, checked.
+struct Valid {
+    spec: Spec,
+    constraint: Option<ConstraintRequest>,
+    /// The reservations of `--reserve`, in the order given (empty without).
+    several: Vec<Spec>,
+}
+
+fn validate(a: &Args) -> CliResult<Valid> {
+    if a.reserve.is_empty() {
+        let (spec, constraint) = validate_one(a, None)?;
+        return Ok(Valid {
+            spec,
+            constraint,
+            several: Vec::new(),
+        });
+    }
+    if !a.test_app {
+        return Err(CliError::usage(
+            "--reserve runs several reserved test-app threads; add --test-app (a command takes one reservation: --budget and --period)",
+        ));
+    }
+    if a.budget.is_some() || a.period.is_some() || a.cpu.is_some() {
+        return Err(CliError::usage(
+            "--reserve replaces --budget, --period and --cpu (placement picks the CPUs); give one or the other",
+        ));
+    }
+    if a.constraint.is_some() {
+        return Err(CliError::usage(
+            "--constraint is demonstrated beside one reservation; it cannot be combined with --reserve",
+        ));
+    }
+    if a.reserve.len() > 16 {
+        return Err(CliError::usage(format!(
+            "--reserve was given {} times; at most 16 reservations per run",
+            a.reserve.len()
+        )));
+    }
+    let mut several = Vec::new();
+    for r in &a.reserve {
+        let bp = punctual_reserve::placement::parse_reservation(r).map_err(CliError::usage)?;
+        let (spec, _) = validate_one(a, Some(bp)).map_err(|e| {
+            CliError::usage(format!(
+                "--reserve {r}: {}",
+                e.to_string().trim_start_matches("--")
+            ))
+        })?;
+        several.push(spec);
+    }
+    Ok(Valid {
+        spec: several[0],
+        constraint: None,
+        several,
+    })
+}
+
+fn validate_one(
+    a: &Args,
+    given: Option<(Nanos, Nanos)>,
+) -> CliResult<(Spec, Option<ConstraintRequest>)> {
     let constraint = a
         .constraint
         .as_deref()
@@ -103,6 +169,7 @@ fn validate(a: &Args) -> CliResult<(Spec, Option<ConstraintRequest>)> {
     // A constraint demonstration alone still needs a reservation to sit
     // beside; default to seed 001's thread A (4 ms every 20 ms).
     let (budget, period) = match (a.budget, a.period) {
+        _ if given.is_some() => given.expect("checked"),
         (Some(b), Some(p)) => (b, p),
         (None, None) if constraint.is_some() => (Nanos::from_ms(4), Nanos::from_ms(20)),
         (None, _) => return Err(CliError::usage("--budget is required (e.g. --budget 4ms)")),
@@ -127,6 +194,11 @@ fn validate(a: &Args) -> CliResult<(Spec, Option<ConstraintRequest>)> {
             return Err(CliError::usage(format!(
                 "--enforce '{e}' is not one of kernel, thread"
             )));
+        }
+        if e == "thread" && !a.test_app {
+            return Err(CliError::usage(
+                "--enforce thread needs a thread that reports its own CPU time (--test-app or the library); a command is always enforced by the kernel",
+            ));
         }
     }
     if a.threads == 0 || a.threads > 64 {
@@ -153,8 +225,13 @@ fn validate(a: &Args) -> CliResult<(Spec, Option<ConstraintRequest>)> {
 }
 
 fn cleanup(dir: &Path) -> CliResult {
-    let rep = journal::cleanup_stale(dir);
-    if rep.cleaned.is_empty() && rep.errors.is_empty() {
+    let mut rep = journal::cleanup_stale(dir);
+    // A killed command run also leaves the tracing instance it accounted
+    // with (its own journal, in the trace crate's format).
+    let tr = punctual_trace::tracefs::cleanup_stale(dir);
+    rep.undone.extend(tr.actions);
+    rep.errors.extend(tr.problems);
+    if rep.cleaned.is_empty() && rep.undone.is_empty() && rep.errors.is_empty() {
         println!(
             "nothing to clean up: no journals of dead runs in {}",
             dir.display()
@@ -179,7 +256,11 @@ pub fn run(a: Args) -> CliResult {
     if a.cleanup {
         return cleanup(&a.journal_dir);
     }
-    let (spec, constraint) = validate(&a)?;
+    let Valid {
+        spec,
+        constraint,
+        several,
+    } = validate(&a)?;
     opts::check_output("--json", &a.json)?;
     let load_specs = super::load::probe_load_specs(a.load.as_deref())?;
     if let Err(e) = punctual_reserve::deadline_permitted() {
@@ -255,6 +336,56 @@ pub fn run(a: Args) -> CliResult {
         Some(c) => Some(Partition::create(&mut jr, c).map_err(from_reserve)?),
         None => None,
     };
+    // Several reservations: placed by the shared plan in increasing order
+    // of CPU utilization, counting the deadline bandwidth already there;
+    // each CPU used gets a one-CPU partition.
+    let mut placed = Vec::new();
+    let mut parts = Vec::new();
+    if !several.is_empty() {
+        let cpus = match punctual_reserve::partition::find_cpuset_fs() {
+            Some(punctual_reserve::partition::CpusetFs::V1(root)) => {
+                punctual_reserve::partition::parse_cpu_list(
+                    &std::fs::read_to_string(root.join("cpuset.cpus")).unwrap_or_default(),
+                )
+            }
+            _ => opts::online_cpus(),
+        };
+        let existing = punctual_reserve::placement::existing_deadline_load();
+        let reqs: Vec<(Nanos, Nanos)> = several
+            .iter()
+            .map(|s| (s.admitted_runtime(), s.period))
+            .collect();
+        placed = punctual_reserve::placement::place(
+            &reqs,
+            &cpus,
+            &existing,
+            bw.limit_per_cpu_ratio.unwrap_or(1.0),
+        )
+        .map_err(CliError::usage)?;
+        notes.push(format!(
+            "placement (shared plan, least-utilized CPU first; {} existing deadline thread(s) counted):",
+            existing.len()
+        ));
+        for p in &placed {
+            notes.push(format!(
+                "  r{} {}/{} (admitted {}) -> CPU {}: reserved {:.1}% before, {:.1}% after",
+                p.index + 1,
+                several[p.index].budget,
+                p.period_ns,
+                p.runtime_ns,
+                p.cpu,
+                p.cpu_utilization_before_ratio * 100.0,
+                p.cpu_utilization_after_ratio * 100.0
+            ));
+        }
+        let mut used: Vec<u32> = placed.iter().map(|p| p.cpu).collect();
+        used.sort_unstable();
+        used.dedup();
+        parts = Partition::create_set(&mut jr, &used).map_err(from_reserve)?;
+    }
+    // The root domains' deadline totals before anything of this run is
+    // admitted in them: what the teardown waits to see again.
+    let rd_baseline = kernel::root_domain_bandwidth(sched_dir.as_deref());
     let memlock = punctual_live::rt::lock_memory();
     if let Err(e) = &memlock {
         warnings.push(Warning::NoMemlock {
@@ -273,7 +404,17 @@ pub fn run(a: Args) -> CliResult {
     };
     rec.set_config("enforce", if thread_enforced { "thread" } else { "kernel" });
     if thread_enforced && a.test_app {
-        notes.push("the reserved thread stops itself once charged its budget (--enforce thread), as a precise enforcement would".into());
+        notes.push(format!(
+            "the reserved thread stops itself once charged its budget (--enforce thread{}), as a precise enforcement would; --enforce kernel leaves it to the tick",
+            if a.enforce.is_none() { ", the default while HRTICK is not on" } else { "" }
+        ));
+    } else if a.test_app && hr_now.enforced_at_tick() {
+        notes.push("--enforce kernel: the kernel stops the reserved thread at the first tick after its budget and books the overrun as debt on the next period".into());
+    } else if !a.test_app && hr_now.enforced_at_tick() {
+        notes.push(format!(
+            "a command cannot stop itself: the kernel stops it at the first tick after its budget (overrun up to {}, repaid the next period), so choose a budget well above the tick",
+            tick.map(|t| t.to_string()).unwrap_or_else(|| "a tick".into())
+        ));
     }
     // A command without --duration runs as long as it likes: the load is
     // stopped when it ends, whatever the bound given here.
@@ -283,7 +424,42 @@ pub fn run(a: Args) -> CliResult {
         Nanos::from_secs(24 * 3600)
     });
     let loads = super::load::start_loads(&load_specs, load_for)?;
-    let result = if a.test_app {
+    let result = if !several.is_empty() {
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = placed
+                .iter()
+                .map(|p| {
+                    let part = parts.iter().find(|x| x.cpu == p.cpu);
+                    let cfg = testapp::Config {
+                        spec: several[p.index],
+                        threads: a.threads,
+                        duration: asked,
+                        gap_threshold: a.gap_threshold,
+                        max_periods_kept: 100_000,
+                        constraint: None,
+                        thread_enforced,
+                        task: format!("r{}", p.index + 1),
+                    };
+                    let stop = &stop;
+                    sc.spawn(move || testapp::run(&cfg, part, stop))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .zip(placed.iter().cloned())
+                .map(|(h, p)| {
+                    h.join()
+                        .unwrap_or_else(|_| {
+                            Err(punctual_reserve::ReserveError::Failed(
+                                "a test-app thread panicked".into(),
+                            ))
+                        })
+                        .map(|o| (p, o))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map(Outcome::Several)
+    } else if a.test_app {
         let tcfg = testapp::Config {
             spec,
             threads: a.threads,
@@ -292,24 +468,56 @@ pub fn run(a: Args) -> CliResult {
             max_periods_kept: 100_000,
             constraint,
             thread_enforced,
+            task: testapp::RESERVED_TASK.into(),
         };
         testapp::run(&tcfg, partition.as_ref(), &stop).map(|o| Outcome::App(Box::new(o)))
     } else {
         command::run(
-            &spec,
-            &a.command,
-            partition.as_ref(),
-            a.duration,
-            100_000,
+            &command::Options {
+                spec: &spec,
+                argv: &a.command,
+                partition: partition.as_ref(),
+                duration: a.duration,
+                max_periods_kept: 100_000,
+                trace: true,
+                journal_dir: &a.journal_dir,
+            },
             &stop,
         )
-        .map(Outcome::Cmd)
+        .map(|o| Outcome::Cmd(Box::new(o)))
     };
     super::load::finish_loads(loads, &load_specs, &mut rec);
     if memlock.is_ok() {
         punctual_live::rt::unlock_memory();
     }
+    // Reservations released less than a deadline ago still hold their
+    // bandwidth; the partition stays until the kernel has let it go (see
+    // kernel::wait_released: taking it down first corrupts the
+    // root-domain totals).
+    let quiesce = if partition.is_some() || !parts.is_empty() {
+        let cpus: Vec<u32> = partition
+            .iter()
+            .chain(parts.iter())
+            .map(|p| p.cpu)
+            .collect();
+        let bound = several
+            .iter()
+            .chain(std::iter::once(&spec))
+            .map(|s| s.deadline)
+            .max()
+            .unwrap_or(spec.deadline)
+            + Nanos::from_ms(10);
+        Some(kernel::wait_released(
+            sched_dir.as_deref(),
+            &rd_baseline,
+            &cpus,
+            bound,
+        ))
+    } else {
+        None
+    };
     drop(partition);
+    drop(parts);
     let restore_errors = jr.undo_all();
     for e in &restore_errors {
         warnings.push(Warning::Other {
@@ -320,6 +528,12 @@ pub fn run(a: Args) -> CliResult {
     fill_record(
         &mut rec, &a, &spec, &outcome, &hr, &hr_now, &bw, cfg.hz, asked,
     );
+    if let Some(q) = &quiesce {
+        rec.extra.insert(
+            "teardown_wait".into(),
+            serde_json::to_value(q).unwrap_or_default(),
+        );
+    }
     rec.warnings.extend(warnings);
     if let Some(p) = &a.json {
         crate::output::write_record(&rec, p)?;
@@ -342,7 +556,8 @@ pub fn run(a: Args) -> CliResult {
 
 enum Outcome {
     App(Box<testapp::Outcome>),
-    Cmd(command::Outcome),
+    Cmd(Box<command::Outcome>),
+    Several(Vec<(punctual_reserve::placement::Placed, testapp::Outcome)>),
 }
 
 fn platform(cfg: &kernel::KernelConfig) -> Platform {
@@ -378,14 +593,19 @@ fn fill_record(
     hz: Option<u32>,
     asked: Nanos,
 ) {
-    rec.set_config("budget_ns", spec.budget);
-    rec.set_config("period_ns", spec.period);
-    rec.set_config("deadline_ns", spec.deadline);
+    // With several reservations their amounts are in `config.reserve` and
+    // `extra.reservations`; the single-reservation keys would only name
+    // the first.
+    if !matches!(outcome, Outcome::Several(_)) {
+        rec.set_config("budget_ns", spec.budget);
+        rec.set_config("period_ns", spec.period);
+        rec.set_config("deadline_ns", spec.deadline);
+        rec.set_config("requested_ns", spec.target());
+        rec.set_config("max_budget_ns", spec.max_budget);
+    }
     rec.set_config("mode", spec.mode);
     rec.set_config("gain_ratio", spec.gain_ratio);
     rec.set_config("over_reserve_ratio", spec.over_reserve_ratio);
-    rec.set_config("requested_ns", spec.target());
-    rec.set_config("max_budget_ns", spec.max_budget);
     rec.set_config("cpu", a.cpu);
     rec.set_config("hrtick_asked", a.hrtick);
     rec.set_config("gap_threshold_ns", a.gap_threshold);
@@ -410,6 +630,40 @@ fn fill_record(
     rec.extra.insert("hz".into(), serde_json::json!(hz));
     rec.extra.insert("bandwidth_at_start".into(), ser(bw));
     match outcome {
+        Outcome::Several(v) => {
+            rec.duration_ns = v.iter().map(|(_, o)| o.elapsed).max().unwrap_or_default();
+            rec.interrupted = v.iter().any(|(_, o)| o.interrupted);
+            let mut per = Vec::new();
+            for (p, o) in v {
+                rec.periods.extend(o.periods.iter().cloned());
+                rec.periods_dropped += o.periods_dropped;
+                rec.period_summary.push(o.summary.clone());
+                rec.series.push(o.received.clone());
+                rec.series.push(o.gaps.clone());
+                rec.stolen.push(o.stolen.clone());
+                per.push(serde_json::json!({
+                    "task": o.summary.task,
+                    "cpu": p.cpu,
+                    "budget_ns": o.summary.reserved_ns,
+                    "period_ns": p.period_ns,
+                    "admitted_ns": p.runtime_ns,
+                    "requested_mean_ns": o.requested_mean_ns,
+                    "charged_total_ns": o.charged_total_ns,
+                    "controller_overhead_ns": o.controller_overhead_ns,
+                }));
+            }
+            rec.set_config("reserve", a.reserve.clone());
+            rec.set_config("test_app_threads", a.threads);
+            rec.set_config("duration_ns", asked);
+            rec.extra.insert(
+                "placement".into(),
+                ser(&v.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>()),
+            );
+            rec.extra
+                .insert("reservations".into(), serde_json::json!(per));
+            rec.extra
+                .insert("received_source".into(), serde_json::json!("polling"));
+        }
         Outcome::App(o) => {
             rec.duration_ns = o.elapsed;
             rec.interrupted = o.interrupted;
@@ -461,8 +715,56 @@ fn fill_record(
             rec.periods = c.periods.clone();
             rec.periods_dropped = c.periods_dropped;
             rec.period_summary = vec![c.summary.clone()];
+            rec.extra.insert(
+                "received_source".into(),
+                serde_json::json!(c.received_source),
+            );
             rec.extra
-                .insert("received_source".into(), serde_json::json!("charged"));
+                .insert("period_charged_ns".into(), serde_json::json!(c.charged_ns));
+            rec.extra.insert(
+                "charged_total_ns".into(),
+                serde_json::json!(c.charged_total_ns),
+            );
+            rec.extra.insert(
+                "schedstat_charged_total_ns".into(),
+                serde_json::json!(c.schedstat_total_ns),
+            );
+            rec.extra.insert(
+                "requested_mean_ns".into(),
+                serde_json::json!(c.requested_mean_ns),
+            );
+            let reserved_total = spec.budget.0 as f64 * c.summary.periods.max(1) as f64;
+            rec.extra.insert(
+                "controller".into(),
+                serde_json::json!({
+                    "updates": c.controller_updates,
+                    "applied": c.controller_applied,
+                    "overhead_ns": c.controller_overhead_ns,
+                    "overhead_ratio_of_reserved": c.controller_overhead_ns.0 as f64 / reserved_total,
+                    "setattr_refusals": c.setattr_refusals,
+                    "clamped_periods": c.clamped_periods,
+                }),
+            );
+            rec.extra.insert(
+                "misses".into(),
+                serde_json::json!({
+                    "short_charged": c.misses_short_charged,
+                    "stolen": c.misses_stolen,
+                }),
+            );
+            rec.extra.insert(
+                "trace".into(),
+                serde_json::json!({
+                    "events": c.trace_events,
+                    "lost_events": c.trace_lost_events,
+                    "incomplete_periods": c.incomplete_periods,
+                }),
+            );
+            if let Some(why) = &c.no_tracing {
+                rec.warnings.push(Warning::Other {
+                    message: format!("kernel tracing unavailable ({why}): received is the charged CPU time from schedstat, and stolen time is unknown"),
+                });
+            }
             rec.extra
                 .insert("exit_code".into(), serde_json::json!(c.exit_code));
             for w in &c.warnings {
@@ -495,6 +797,44 @@ fn summary(rec: &Record, a: &Args, spec: &Spec, outcome: &Outcome, notes: &[Stri
         Mode::Feedback => format!("feedback (G={})", spec.gain_ratio),
         m => m.name().to_string(),
     };
+    if let Outcome::Several(v) = outcome {
+        let _ = writeln!(
+            w,
+            "reserve: {} reservations, mode {mode}, over-reserve {:+.0}%, each in a one-CPU partition",
+            v.len(),
+            spec.over_reserve_ratio * 100.0
+        );
+        for n in notes {
+            let _ = writeln!(w, "  {n}");
+        }
+        for (p, o) in v {
+            let s = &o.summary;
+            let n = s.periods.max(1);
+            let _ = writeln!(w,
+                "  {} {}/{} on CPU {}: {} periods, {} missed ({:.2}%), received/reserved mean {:.3}, stolen {:.2}%",
+                s.task,
+                s.reserved_ns,
+                p.period_ns,
+                p.cpu,
+                s.periods,
+                s.misses,
+                s.misses as f64 / n as f64 * 100.0,
+                s.received_total_ns.0 as f64 / (s.reserved_ns.0 as f64 * n as f64),
+                o.stolen.fraction * 100.0
+            );
+            if spec.mode == Mode::Feedback {
+                let _ = writeln!(
+                    w,
+                    "    controller: runtime mean {}, {} updates, overhead {}",
+                    o.requested_mean_ns, o.controller_updates, o.controller_overhead_ns
+                );
+            }
+        }
+        for warn in &rec.warnings {
+            let _ = writeln!(w, "  warning: {}", warn.message());
+        }
+        return w;
+    }
     let _ = writeln!(w,
         "reserve: {} every {} (deadline {}), mode {mode}, over-reserve {:+.0}% -> asks {} (max {}), on {place}",
         spec.budget,
@@ -594,10 +934,54 @@ fn summary(rec: &Record, a: &Args, spec: &Spec, outcome: &Outcome, notes: &[Stri
                 }
             }
         }
+        Outcome::Several(_) => {}
         Outcome::Cmd(c) => {
-            let _ = writeln!(w,
-                "  charged/reserved mean {ratio:.3} (charged CPU time: the command is not instrumented, so stolen time is not visible)"
-            );
+            let per = |n: Nanos| Nanos(n.0 / s.periods.max(1));
+            if c.received_source == "trace" {
+                let _ = writeln!(w,
+                    "  received/reserved mean {ratio:.3} (from the kernel trace: charged {} per period, of which stolen by interrupts {}, {})",
+                    per(c.charged_total_ns),
+                    per(s.stolen_total_ns),
+                    pct(s.stolen_total_ns.0 as f64 / c.charged_total_ns.0.max(1) as f64)
+                );
+                if s.misses > 0 {
+                    let _ = writeln!(w,
+                        "  missed periods: {} charged less than the budget by the kernel (stopped short: tick enforcement repays an earlier overrun), {} charged enough but robbed by interrupts",
+                        c.misses_short_charged, c.misses_stolen
+                    );
+                }
+                let _ = writeln!(
+                    w,
+                    "  charged over the run: trace {}, schedstat {}{}",
+                    c.charged_total_ns,
+                    c.schedstat_total_ns,
+                    if c.incomplete_periods > 0 {
+                        format!(
+                            "; {} period(s) not fully seen ({} events lost)",
+                            c.incomplete_periods, c.trace_lost_events
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+            } else {
+                let _ = writeln!(w,
+                    "  charged/reserved mean {ratio:.3} (charged CPU time from schedstat: without the kernel trace, stolen time is not visible)"
+                );
+            }
+            if spec.mode == Mode::Feedback && c.received_source == "trace" {
+                let reserved_total = spec.budget.0 as f64 * s.periods.max(1) as f64;
+                let _ = writeln!(w,
+                    "  controller: runtime mean {} (target {}), {} updates, {} applied by sched_setattr, {} refused by admission, overhead {} ({:.4}% of reserved CPU)",
+                    c.requested_mean_ns,
+                    spec.target(),
+                    c.controller_updates,
+                    c.controller_applied,
+                    c.setattr_refusals,
+                    c.controller_overhead_ns,
+                    c.controller_overhead_ns.0 as f64 / reserved_total * 100.0
+                );
+            }
             if let Some(code) = c.exit_code {
                 let _ = writeln!(
                     w,

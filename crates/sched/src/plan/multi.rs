@@ -90,6 +90,27 @@ impl MultiPlan {
         })
     }
 
+    /// Admits `amount` every `period` on CPU `cpu` only: for bandwidth
+    /// already bound to one CPU (a deadline task in a one-CPU partition),
+    /// so that later placements by utilization see it.
+    pub fn reserve_on(
+        &mut self,
+        cpu: usize,
+        amount: Nanos,
+        period: Nanos,
+    ) -> Result<ReservationId, Denied> {
+        let now = self.plans.iter().map(|p| p.now).max().unwrap_or(0);
+        let id = ReservationId(self.next_reservation);
+        let Some(plan) = self.plans.get_mut(cpu) else {
+            return Err(Denied {
+                reason: DenyReason::InvalidRequest(format!("no CPU index {cpu} in the plan")),
+            });
+        };
+        plan.admit(now, id, amount, period)?;
+        self.next_reservation += 1;
+        Ok(id)
+    }
+
     /// CPU whose plan holds `id`.
     pub fn cpu_of(&self, id: ReservationId) -> Option<usize> {
         self.plans.iter().position(|p| p.reservation(id).is_some())
