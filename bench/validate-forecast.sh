@@ -3,8 +3,11 @@
 # takes a timer record and runs a real n-buffer consumer under the same
 # load (none, and a SCHED_FIFO-99 neighbor spinning 1 ms every 10.37 ms),
 # alternating the two phases in rounds, and prints predicted beside
-# observed underruns. Needs root (SCHED_FIFO). No peer tool answers this
-# question, so there is nothing to install; the comparison is with reality.
+# observed underruns: the queue model (the forecast) and seed 002's
+# first-order formula beside it. Needs root (SCHED_FIFO). No peer tool
+# answers this question, so there is nothing to install; the comparison is
+# with reality. Set KEEP=DIR to keep each case's timer records there
+# (rerun the forecast on them with `punctual forecast`).
 #
 # Usage: bench/validate-forecast.sh [DURATION_PER_LOAD] [CPU]
 set -euo pipefail
@@ -24,7 +27,8 @@ for cfg in "2 1ms 0.5ms" "3 1ms 0.5ms" "2 2ms 25%" "4 1ms 0.9ms"; do
   i=$((i + 1))
   echo "== n=$1 t=$2 c=$3"
   "$BIN" validate --cpu "$CPU" --buffers "$1" --buffer-len "$2" --compute "$3" \
-    --duration "$DUR" --rounds 4 --json "$OUT/v$i.json" 2>/dev/null
+    --duration "$DUR" --rounds 4 --json "$OUT/v$i.json" \
+    ${KEEP:+--records "$(mkdir -p "$KEEP/v$i" && echo "$KEEP/v$i")"} 2>/dev/null
 done
 echo
 echo "summary (ratio = observed / predicted underruns; judged where >= 10 observed)"
@@ -34,13 +38,16 @@ rows = []
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "v*.json"))):
     d = json.load(open(f))
     b = d["buffering"]
+    comp = b["compute"]
+    c_txt = (f"{comp['fraction']*100:g}%" if "fraction" in comp else f"{comp['time']/1e6:g}ms")
     for c in d["cases"]:
-        rows.append((b["buffers"], b["buffer_len"], c))
-print(f"{'n':>2} {'t(ns)':>8} {'load':<9} {'slack':>8} {'MTTF seed':>10} {'MTTF +c':>9} {'pred':>8} {'obs':>6} {'ratio':>6} {'+c':>6}")
+        rows.append((b["buffers"], b["buffer_len"], c_txt, c))
+print(f"{'n':>2} {'t':>5} {'c':>6} {'load':<9} {'slack':>7} {'MTTF queue':>10} {'MTTF seed':>10} {'pred':>8} {'pred seed':>9} {'obs':>6} {'ratio':>6} {'seed':>6} {'x2':>5}")
 def ms(s): return "never" if s is None else f"{s*1e3:.1f}ms"
 def r(x): return "-" if x is None else f"{x:.2f}"
-for n, t, c in rows:
-    print(f"{n:>2} {t:>8} {c['load']:<9} {c['slack_ns']:>8} {ms(c['forecast_mttf_seconds']):>10} "
-          f"{ms(c['forecast_compute_aware_mttf_seconds']):>9} {c['predicted_underruns']:>8.1f} "
-          f"{c['observed_underruns']:>6} {r(c['ratio']):>6} {r(c['ratio_compute_aware']):>6}")
+def w(x): return "(<10)" if x is None else ("yes" if x else "NO")
+for n, t, ct, c in rows:
+    print(f"{n:>2} {t/1e6:>4g}ms {ct:>6} {c['load']:<9} {c['slack_ns']/1e6:>5.2f}ms {ms(c['forecast_mttf_seconds']):>10} "
+          f"{ms(c['seed_mttf_seconds']):>10} {c['predicted_underruns']:>8.1f} {c['predicted_underruns_seed']:>9.1f} "
+          f"{c['observed_underruns']:>6} {r(c['ratio']):>6} {r(c['ratio_seed']):>6} {w(c['within_factor_2']):>5}")
 PY

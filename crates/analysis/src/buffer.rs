@@ -2,14 +2,18 @@
 //!
 //! A consumer with `n` buffers of length `t` that needs `c` of compute per
 //! buffer survives a wake-up late by up to the slack (n−1)·t − c; a later
-//! wake-up underruns. With one wake-up per service period `s` (normally
-//! `t`), the failure rate is P(latency > slack) / s and the mean time to
-//! failure its inverse.
+//! wake-up underruns. Seed 002's first-order figure is P(latency > slack)
+//! per wake-up. The MTTF this module reports is the queue model's
+//! ([`crate::queue`]): the same record, but with lateness carried from one
+//! buffer to the next and with stalls during the compute; the seed figure
+//! is kept beside it.
 
 use punctual_units::Nanos;
 use serde::Serialize;
 
 use crate::forecast::{Estimate, ProbEstimate, TailModel};
+use crate::queue::{self, QueueForecast};
+use crate::tail::poisson_ci95;
 
 /// Compute per buffer: a time, or a fraction of the buffer length.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -110,28 +114,31 @@ pub struct Mttf {
     /// P(latency > slack) per wake-up.
     pub exceedance: ProbEstimate,
     pub wakeups_per_s: f64,
-    /// Failures (underruns) per second: `exceedance.probability × wakeups_per_s`.
+    /// Wake-ups later than the slack per second (seed 002's failure
+    /// rate): `exceedance.probability × wakeups_per_s`.
     pub exceedance_rate_per_s: f64,
+    /// 95 % interval of the queue model's underrun rate.
     pub rate_ci_low_per_s: f64,
     pub rate_ci_high_per_s: f64,
-    /// `None`: no failure observed or predicted (infinite).
+    /// Queue model; `None`: no underrun observed or predicted (infinite).
     pub mttf_seconds: Option<f64>,
     pub mttf_ci_low_seconds: Option<f64>,
     pub mttf_ci_high_seconds: Option<f64>,
+    /// Queue model.
     pub failures_per_hour: f64,
     pub failures_per_day: f64,
     pub extrapolated: bool,
     pub formula: String,
     pub assumptions: Vec<String>,
-    /// Extra failure probability per wake-up from stalls that hit while
-    /// the consumer computes (not in seed 002's formula): a stall longer
-    /// than the slack that starts during the c of compute also makes the
-    /// buffer late. With stalls arriving at random, its probability is
-    /// c × the latency density at the slack, estimated from the histogram
-    /// as P(slack − c/2 < latency ≤ slack + c/2).
-    pub compute_exposure_probability: f64,
-    /// MTTF counting both ways of failing: s / (P + exposure).
-    pub mttf_compute_aware_seconds: Option<f64>,
+    /// Seed 002's first-order figure, s / P(latency > slack): wake-ups
+    /// independent, nothing carried over, nothing stolen during compute.
+    pub seed_mttf_seconds: Option<f64>,
+    pub seed_mttf_ci_low_seconds: Option<f64>,
+    pub seed_mttf_ci_high_seconds: Option<f64>,
+    /// The queue model's underruns per second (what `mttf_seconds` inverts).
+    pub underrun_rate_per_s: f64,
+    /// The queue model behind `mttf_seconds`.
+    pub queue: QueueForecast,
 }
 
 fn inv(x: f64) -> Option<f64> {
@@ -146,69 +153,86 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     let service = b.service();
     let per_s = 1e9 / service.0 as f64;
     let rate = p.probability * per_s;
-    let mut assumptions = vec![
-        "one consumer wake-up per service period, each late by an independent draw from \
-         the record's distribution (late wake-ups uniformly spread over time, as seed 002 \
-         assumes)"
-            .to_string(),
-        "a wake-up later than the slack costs exactly one underrun; the consumer then \
-         resynchronizes"
-            .to_string(),
-        "exact for double buffering; for n > 2 it ignores the extra slack a \
-         partly-refilled queue has after an earlier late wake-up, so it errs towards \
-         more underruns"
-            .to_string(),
-    ];
+    let q = queue::forecast(&m.tail, b);
+    let mut assumptions = queue::assumptions(&q);
     if m.sample_period_ns != service {
         assumptions.push(format!(
-            "the record sampled every {} but this consumer wakes every {}: the per-wake-up \
-             probability from the record is applied at {:.4}/s, so the rate is the record's \
-             own exceedance rate × {:.4} (this assumes latency does not depend on the period)",
-            m.sample_period_ns,
-            service,
-            per_s,
-            m.sample_period_ns.0 as f64 / service.0 as f64
+            "the record sampled every {} but this consumer wakes every {}: each wake-up \
+             draws from the record's latency distribution at {:.4}/s (this assumes latency \
+             does not depend on the period); stalls are a rate per second and need no scaling",
+            m.sample_period_ns, service, per_s,
         ));
     }
+    // The chain sees only the record's own samples. Where fewer than 10
+    // wake-ups beyond the slack were observed, the part of the tail the
+    // record did not show comes from the fitted Pareto tail, as
+    // independent late wake-ups (seed 002's way).
+    let n = m.tail.n.max(1) as f64;
+    let emp = p.observed_count as f64 / n;
+    let extra = |pp: f64| {
+        if p.extrapolated {
+            (pp - emp).max(0.0)
+        } else {
+            0.0
+        }
+    };
+    let model_rate = q.rate_per_s + extra(p.probability) * per_s;
+    let k_eff = q.underrun_probability * n;
+    let k = k_eff.round() as u64;
+    let (lo, hi) = poisson_ci95(k);
+    let (rlo, rhi) = if k == 0 {
+        (0.0, hi / n * per_s)
+    } else {
+        (q.rate_per_s * lo / k_eff, q.rate_per_s * hi / k_eff)
+    };
+    let (rate_lo, rate_hi) = (
+        rlo + extra(p.ci_low) * per_s,
+        rhi + extra(p.ci_high) * per_s,
+    );
     if p.extrapolated {
         assumptions.push(
-            "fewer than 10 wake-ups this late were observed: the probability comes from the \
-             generalized Pareto tail fitted above the threshold"
+            "fewer than 10 wake-ups later than the slack were observed: the tail beyond the \
+             record comes from the generalized Pareto fit, added as independent late wake-ups"
                 .to_string(),
         );
     }
-    let half = c.0 as f64 / 2.0;
-    let n = m.tail.n.max(1) as f64;
-    let exposure = if c.is_zero() {
-        0.0
-    } else {
-        let lo = (slack.0 as f64 - half).max(0.0);
-        let hi = slack.0 as f64 + half;
-        m.tail
-            .count_above(lo)
-            .saturating_sub(m.tail.count_above(hi)) as f64
-            / n
-    };
+    assumptions.push(format!(
+        "seed 002's first-order figure beside it, s / P(latency > slack) = {}: one wake-up \
+         per period, independent, nothing carried over, nothing stolen during the compute",
+        inv(rate)
+            .map(crate::verdict::human_secs)
+            .unwrap_or_else(|| "never".into())
+    ));
     Ok(Mttf {
-        compute_exposure_probability: exposure,
-        mttf_compute_aware_seconds: inv((p.probability + exposure) * per_s),
         buffering: *b,
         compute_ns: c,
         slack_ns: slack,
         wakeups_per_s: per_s,
         exceedance_rate_per_s: rate,
-        rate_ci_low_per_s: p.ci_low * per_s,
-        rate_ci_high_per_s: p.ci_high * per_s,
-        mttf_seconds: inv(rate),
-        mttf_ci_low_seconds: inv(p.ci_high * per_s),
-        mttf_ci_high_seconds: inv(p.ci_low * per_s),
-        failures_per_hour: rate * 3600.0,
-        failures_per_day: rate * 86_400.0,
+        rate_ci_low_per_s: rate_lo,
+        rate_ci_high_per_s: rate_hi,
+        mttf_seconds: inv(model_rate),
+        mttf_ci_low_seconds: inv(rate_hi),
+        mttf_ci_high_seconds: inv(rate_lo),
+        failures_per_hour: model_rate * 3600.0,
+        failures_per_day: model_rate * 86_400.0,
         extrapolated: p.extrapolated,
         formula: format!(
-            "slack = (n−1)·t − c = ({}−1)·{} − {} = {}; MTTF = s / P(latency > slack) = {} / {:.3e}",
+            "D_k = finish_k − k·t; D_k+1 = max(L, D_k − t) + c + S, underrun when D > (n−1)·t = {}; \
+             L from the record, S = Poisson(λ·c) stalls (λ = {:.1}/s) with lengths from the \
+             record's exceedance slope; P(underrun) = {:.3e} per wake-up → MTTF {}. \
+             Seed 002: slack = (n−1)·t − c = ({}−1)·{} − {} = {}; MTTF = s / P(latency > slack) = {} / {:.3e}",
+            b.buffer_len * (b.buffers.saturating_sub(1) as u64),
+            q.stalls.rate_per_s,
+            q.underrun_probability,
+            inv(model_rate).map(crate::verdict::human_secs).unwrap_or_else(|| "never".into()),
             b.buffers, b.buffer_len, c, slack, service, p.probability
         ),
+        seed_mttf_seconds: inv(rate),
+        seed_mttf_ci_low_seconds: inv(p.ci_high * per_s),
+        seed_mttf_ci_high_seconds: inv(p.ci_low * per_s),
+        underrun_rate_per_s: model_rate,
+        queue: q,
         exceedance: p,
         assumptions,
     })
@@ -218,6 +242,8 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SweepRow {
     pub buffers: u32,
+    /// Seed 002's first-order MTTF beside the queue model's.
+    pub seed_mttf_seconds: Option<f64>,
     pub buffer_len_ns: Nanos,
     pub total_buffering_ns: Nanos,
     pub slack_ns: Nanos,
@@ -239,6 +265,7 @@ pub fn sweep(m: &TailModel, base: &Buffering, max_n: u32) -> Vec<SweepRow> {
             };
             mttf(m, &b).ok().map(|r| SweepRow {
                 buffers: n,
+                seed_mttf_seconds: r.seed_mttf_seconds,
                 buffer_len_ns: b.buffer_len,
                 total_buffering_ns: b.total(),
                 slack_ns: r.slack_ns,
@@ -257,19 +284,33 @@ fn meets(r: &Mttf, target_s: f64) -> bool {
 }
 
 /// Least number of buffers (up to `max_n`) whose MTTF reaches `target_s`.
+/// More buffers never shorten the MTTF (more slack, same wake-ups), so a
+/// bisection finds it with a handful of queue evaluations.
 pub fn least_buffers(m: &TailModel, base: &Buffering, target_s: f64, max_n: u32) -> Option<Mttf> {
-    (1..=max_n)
-        .filter_map(|n| {
-            mttf(
-                m,
-                &Buffering {
-                    buffers: n,
-                    ..*base
-                },
-            )
-            .ok()
-        })
-        .find(|r| meets(r, target_s))
+    let at = |n: u32| {
+        mttf(
+            m,
+            &Buffering {
+                buffers: n,
+                ..*base
+            },
+        )
+        .ok()
+    };
+    let ok = |n: u32| at(n).is_some_and(|r| meets(&r, target_s));
+    if max_n < 1 || !ok(max_n) {
+        return None;
+    }
+    let (mut lo, mut hi) = (1u32, max_n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    at(lo)
 }
 
 /// Least buffer length (µs resolution, up to 60 s) for `base.buffers`
@@ -365,13 +406,17 @@ mod tests {
     use super::*;
     use punctual_record::{Metric, Recorder};
 
-    /// A 1 ms timer where one wake-up in ten is late by 0.8 ms: for n = 2,
-    /// t = 1 ms, c = 0.5 ms the slack is 0.5 ms, P = 0.1, MTTF = 10 ms.
+    /// A 1 ms timer where one wake-up in ten is late by 0.8 ms and the
+    /// rest by 0.45 ms (no latency reaches twice the median, so the record
+    /// shows no stall process): for n = 2, t = 1 ms, c = 0.5 ms the slack
+    /// is 0.5 ms and P = 0.1. Seed 002: MTTF = 10 ms. The queue: the same
+    /// probability per wake-up, but each underrun also skips a period, so
+    /// 0.1 underruns per 1.1 ms: 11 ms.
     #[test]
     fn mttf_formula_on_a_synthetic_histogram() {
         let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
         for i in 0..100_000u64 {
-            r.record(Nanos::from_us(if i % 10 == 0 { 800 } else { 5 }));
+            r.record(Nanos::from_us(if i % 10 == 0 { 800 } else { 450 }));
         }
         let s = r.to_series("cpu0.latency", Metric::Latency);
         let m = TailModel::new(&s, Nanos::ZERO).unwrap();
@@ -379,36 +424,50 @@ mod tests {
         let x = mttf(&m, &b).unwrap();
         assert_eq!(x.slack_ns, Nanos::from_us(500));
         assert!(!x.extrapolated);
+        assert_eq!(x.queue.stalls.rate_per_s, 0.0);
         assert!((x.exceedance.probability - 0.1).abs() < 1e-12);
-        assert!((x.mttf_seconds.unwrap() - 0.010).abs() < 1e-9);
-        assert!((x.failures_per_hour - 360_000.0).abs() < 1e-3);
-        // No latency near 500 µs ± 250 µs: preemption during compute adds nothing.
-        assert_eq!(x.compute_exposure_probability, 0.0);
+        assert!((x.seed_mttf_seconds.unwrap() - 0.010).abs() < 1e-9);
+        assert!((x.exceedance_rate_per_s * 3600.0 - 360_000.0).abs() < 1e-3);
+        assert!((x.mttf_seconds.unwrap() - 0.011).abs() < 1e-9);
+        assert!((x.failures_per_hour - 3600.0 / 0.011).abs() < 1e-3);
+        let (lo, hi) = (
+            x.mttf_ci_low_seconds.unwrap(),
+            x.mttf_ci_high_seconds.unwrap(),
+        );
+        assert!(lo < 0.011 && 0.011 < hi, "{lo} {hi}");
         // Fraction compute gives the same slack.
         let bf = Buffering::new(2, Nanos::from_ms(1), Compute::Fraction(0.5));
         assert_eq!(mttf(&m, &bf).unwrap().slack_ns, Nanos::from_us(500));
         // A consumer waking every 2 ms: same probability, half the rate.
         let b2 = Buffering::new(2, Nanos::from_ms(2), Compute::Time(Nanos::from_us(1500)));
         let x2 = mttf(&m, &b2).unwrap();
-        assert!((x2.mttf_seconds.unwrap() - 0.020).abs() < 1e-9);
-        assert!(x2.assumptions.iter().any(|a| a.contains("× 0.5")));
-        // Enough buffering: 3 × 1 ms, c = 0.5 ms → slack 1.5 ms > 0.8 ms.
+        assert!((x2.seed_mttf_seconds.unwrap() - 0.020).abs() < 1e-9);
+        assert!((x2.mttf_seconds.unwrap() - 0.022).abs() < 1e-9);
+        assert!(x2.assumptions.iter().any(|a| a.contains("sampled every")));
+        // 3 × 1 ms, c = 0.5 ms: a 0.8 ms wake-up ends at 1.3 ms, the
+        // 0.3 ms it carries over is absorbed: never.
         let b3 = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
         let x3 = mttf(&m, &b3).unwrap();
         assert!(x3.exceedance.observed_count == 0);
+        assert_eq!(x3.mttf_seconds, None);
         // Sizing finds 3 buffers for a 1 h target, and a length for 2.
         let least = least_buffers(&m, &b, 3600.0, 16).unwrap();
         assert_eq!(least.buffering.buffers, 3);
         let t = least_len(&m, &b, 3600.0).unwrap();
         assert!(t.slack_ns > Nanos::from_us(800), "{:?}", t.slack_ns);
-        assert!(sweep(&m, &b, 4).len() == 3);
+        let rows = sweep(&m, &b, 4);
+        assert!(rows.len() == 3);
+        assert_eq!(rows[1].mttf_seconds, None);
+        assert_eq!(rows[0].mttf_seconds, x.mttf_seconds);
     }
 
     /// The injector case in closed form: a 1 ms burst every 10.37 ms gives
     /// wake-up latencies uniform on 0–1 ms for 1 in 10.37 wake-ups. For
-    /// 2 × 1 ms with c = 0.5 ms: P(L > 0.5 ms) = 0.5/10.37 = 4.8 %
-    /// (MTTF ≈ 21 ms), and bursts starting during the 0.5 ms of compute
-    /// add as much again (compute-aware MTTF ≈ 10.4 ms).
+    /// 2 × 1 ms with c = 0.5 ms, seed 002: P(L > 0.5 ms) = 0.5/10.37 =
+    /// 4.8 %, MTTF ≈ 21 ms. The queue adds bursts that start during the
+    /// 0.5 ms of compute (another 4.8 %, less the 0.2 % where both
+    /// happen): p ≈ 0.094 per wake-up, each underrun skipping a period,
+    /// MTTF ≈ 1 ms × (1 + p) / p ≈ 11.6 ms.
     #[test]
     fn injector_closed_form() {
         let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
@@ -426,10 +485,10 @@ mod tests {
         let x = mttf(&m, &b).unwrap();
         let p = x.exceedance.probability;
         assert!((p - 0.5 / 10.37).abs() < 0.003, "{p}");
-        let mt = x.mttf_seconds.unwrap();
+        let mt = x.seed_mttf_seconds.unwrap();
         assert!((mt - 0.0207).abs() < 0.0015, "{mt}");
-        let ca = x.mttf_compute_aware_seconds.unwrap();
-        assert!((ca - 0.0104).abs() < 0.001, "{ca}");
+        let q = x.mttf_seconds.unwrap();
+        assert!((q - 0.0116).abs() < 0.001, "{q}");
     }
 
     #[test]

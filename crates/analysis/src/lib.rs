@@ -11,6 +11,7 @@ pub mod buffer;
 pub mod forecast;
 pub mod gpd;
 pub mod profiles;
+pub mod queue;
 pub mod rate;
 pub mod rng;
 pub mod sched;

@@ -63,6 +63,11 @@ impl Tail {
         }
     }
 
+    /// `(lower_ns, count)` of the non-empty buckets, ascending.
+    pub fn buckets(&self) -> &[(u64, u64)] {
+        &self.buckets
+    }
+
     /// Index of the first bucket that may hold a value greater than `x`.
     fn first_above(&self, x: f64) -> usize {
         let w = self.bucket_ns as f64;

@@ -469,9 +469,26 @@ fn forecast_series(
                     ""
                 }
             ));
+            let q = &r.queue;
+            o.push_str(&format!(
+                "    seed 002 (first order): {:.4} late wake-ups/s → MTTF {}\n",
+                r.exceedance_rate_per_s,
+                r.seed_mttf_seconds
+                    .map(human_secs)
+                    .unwrap_or_else(|| "never".to_string()),
+            ));
+            o.push_str(&format!(
+                "    queue model: stalls {:.1}/s of mean {} ({:.2}% of the CPU), (c + stolen)/t = {:.3}, \
+                 P(underrun) = {:.3e} per wake-up\n",
+                q.stalls.rate_per_s,
+                Nanos(q.stalls.mean_ns as u64),
+                q.stalls.time_fraction * 100.0,
+                q.utilization_ratio,
+                q.underrun_probability,
+            ));
             o.push_str(&format!(
                 "    underruns {:.4}/s = {:.1}/h = {:.1}/day → MTTF {} (95% CI {}){}\n",
-                r.exceedance_rate_per_s,
+                r.underrun_rate_per_s,
                 r.failures_per_hour,
                 r.failures_per_day,
                 r.mttf_seconds
@@ -484,13 +501,6 @@ fn forecast_series(
                     ""
                 }
             ));
-            if r.compute_exposure_probability > 0.0 {
-                o.push_str(&format!(
-                    "    counting stalls that hit during the compute as well (+{:.3e} per wake-up): MTTF {}\n",
-                    r.compute_exposure_probability,
-                    r.mttf_compute_aware_seconds.map(human_secs).unwrap_or_else(|| "never".to_string()),
-                ));
-            }
             o.push_str(&format!("    formula: {}\n", r.formula));
             for asm in &r.assumptions {
                 o.push_str(&format!("    assumes: {asm}\n"));
@@ -511,10 +521,10 @@ fn forecast_series(
                 let max_n = (base.buffers + 4).max(8);
                 let rows = buffer::sweep(m, &base, max_n);
                 o.push_str(&format!(
-                    "  MTTF against buffering (t = {}, compute {}):\n    {:>3} {:>9} {:>9} {:>11} {:>10}  {:<22}\n",
+                    "  MTTF against buffering (t = {}, compute {}; MTTF from the queue model, seed 002's beside it):\n    {:>3} {:>9} {:>9} {:>11} {:>10}  {:<22} {:>10}\n",
                     base.buffer_len,
                     base.compute.at(base.buffer_len),
-                    "n", "total", "slack", "P(>slack)", "MTTF", "95% CI"
+                    "n", "total", "slack", "P(>slack)", "MTTF", "95% CI", "seed"
                 ));
                 for r in &rows {
                     let ci = match (r.mttf_ci_low_seconds, r.mttf_ci_high_seconds) {
@@ -523,7 +533,7 @@ fn forecast_series(
                         _ => "—".to_string(),
                     };
                     o.push_str(&format!(
-                        "    {:>3} {:>9} {:>9} {:>11.3e} {:>10}  {:<22}{}\n",
+                        "    {:>3} {:>9} {:>9} {:>11.3e} {:>10}  {:<22} {:>10}{}\n",
                         r.buffers,
                         r.total_buffering_ns.to_string(),
                         r.slack_ns.to_string(),
@@ -532,6 +542,9 @@ fn forecast_series(
                             .map(human_secs)
                             .unwrap_or_else(|| "never".into()),
                         ci,
+                        r.seed_mttf_seconds
+                            .map(human_secs)
+                            .unwrap_or_else(|| "never".into()),
                         if r.extrapolated { " extrapolated" } else { "" }
                     ));
                 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use punctual_analysis::buffer::{self, Buffering, Compute};
 use punctual_analysis::forecast::TailModel;
 use punctual_analysis::verdict::human_secs;
-use punctual_live::clock::{mono, sleep_until, spin_until};
+use punctual_live::clock::{mono, sleep_until};
 use punctual_live::inject::{NeighborConfig, NoisyNeighbor};
 use punctual_live::rt::{pin_to_cpu, set_policy, set_thread_name, Policy};
 use punctual_live::timer::{self as probe, Progress, TimerClock, TimerConfig};
@@ -57,6 +57,10 @@ pub struct Args {
     /// Write the results as JSON (atomically).
     #[arg(long, value_name = "PATH")]
     pub json: Option<std::path::PathBuf>,
+    /// Also keep each load's timer record here as `timer-<load>.json`, so
+    /// the forecast can be rerun from it with `punctual forecast`.
+    #[arg(long, value_name = "DIR")]
+    pub records: Option<std::path::PathBuf>,
 }
 
 /// One load's forecast beside its observation.
@@ -66,18 +70,27 @@ pub struct Case {
     pub timer_samples: u64,
     pub timer_max_ns: Nanos,
     pub slack_ns: Nanos,
+    /// Seed 002's P(latency > slack) per wake-up.
     pub forecast_probability: f64,
+    /// The queue model (docs/forecast.md §3): what `forecast` prints.
     pub forecast_mttf_seconds: Option<f64>,
     pub forecast_mttf_ci_low_seconds: Option<f64>,
     pub forecast_mttf_ci_high_seconds: Option<f64>,
     pub forecast_extrapolated: bool,
-    /// Underruns the forecast predicts for the consumer phase's length.
+    /// Underruns the queue model predicts for the consumer phase's length.
     pub predicted_underruns: f64,
-    /// The same counting stalls during the compute (see `Mttf`).
-    pub forecast_compute_aware_mttf_seconds: Option<f64>,
-    pub predicted_underruns_compute_aware: f64,
-    pub ratio_compute_aware: Option<f64>,
+    /// Seed 002's first-order figure, for comparison.
+    pub seed_mttf_seconds: Option<f64>,
+    pub predicted_underruns_seed: f64,
+    pub ratio_seed: Option<f64>,
+    /// Stalls per second the model reads off the record, and (c + mean
+    /// stolen time) / t.
+    pub stall_rate_per_s: f64,
+    pub utilization_ratio: f64,
     pub consumer_seconds: f64,
+    /// Median wall time of one compute (the calibrated work, c when
+    /// nothing interrupts it).
+    pub consumer_compute_median_ns: Nanos,
     pub consumer_wakeups: u64,
     /// Underrun episodes: a wake-up that finished its buffer too late
     /// (what the forecast counts).
@@ -127,6 +140,14 @@ pub fn run(a: Args) -> CliResult {
         )));
     }
     opts::check_output("--json", &a.json)?;
+    if let Some(d) = &a.records {
+        if !d.is_dir() {
+            return Err(CliError::usage(format!(
+                "--records {} is not a directory",
+                d.display()
+            )));
+        }
+    }
     punctual_live::rt::fifo_permitted().map_err(|e| {
         CliError::runtime(format!(
             "SCHED_FIFO is not permitted here ({e}); validation needs real-time threads (run as root or with CAP_SYS_NICE)"
@@ -140,12 +161,9 @@ pub fn run(a: Args) -> CliResult {
         }
         let phase = Nanos(a.duration.0 / a.rounds as u64);
         let mut rec: Option<Recorder> = None;
-        let mut obs = Observed {
-            seconds: 0.0,
-            wakeups: 0,
-            episodes: 0,
-            buffers_lost: 0,
-        };
+        let mut obs = Observed::default();
+        let mut compute_medians = Vec::new();
+        let mut computes: Option<Recorder> = None;
         let (mut bursts1, mut bursts2) = (0, 0);
         for round in 1..=a.rounds {
             if stop.load(Ordering::Relaxed) {
@@ -167,20 +185,53 @@ pub fn run(a: Args) -> CliResult {
             obs.wakeups += o.wakeups;
             obs.episodes += o.episodes;
             obs.buffers_lost += o.buffers_lost;
+            compute_medians.push(o.compute_median_ns);
+            if let Some(r) = o.computes {
+                match &mut computes {
+                    Some(all) => all.merge(&r),
+                    None => computes = Some(r),
+                }
+            }
             bursts1 += n1;
             bursts2 += n2;
         }
         let Some(rec) = rec else { break };
         let mut series_rec = rec.to_series(&format!("cpu{}.latency", a.cpu), Metric::Latency);
         series_rec.sample_period_ns = Some(a.buffer_len);
+        if let Some(dir) = &a.records {
+            let mut r = punctual_record::Record::new(
+                punctual_record::Source::Measured,
+                "timer",
+                punctual_record::Platform::default(),
+            );
+            r.series.push(series_rec.clone());
+            let p = dir.join(format!("timer-{load}.json"));
+            r.write(&p)
+                .map_err(|e| CliError::runtime(format!("--records {}: {e}", p.display())))?;
+            if let Some(c) = &computes {
+                // The consumer's compute times (c plus whatever stalled
+                // it), kept apart from the timer record so the stall
+                // model can be checked against what a running thread lost.
+                let mut r = punctual_record::Record::new(
+                    punctual_record::Source::Measured,
+                    "validate",
+                    punctual_record::Platform::default(),
+                );
+                r.series
+                    .push(c.to_series(&format!("cpu{}.consumer_compute", a.cpu), Metric::Response));
+                let p = dir.join(format!("consumer-{load}.json"));
+                r.write(&p)
+                    .map_err(|e| CliError::runtime(format!("--records {}: {e}", p.display())))?;
+            }
+        }
+        compute_medians.sort_unstable();
+        let compute_median_ns = Nanos(compute_medians[compute_medians.len() / 2]);
         let model = TailModel::new(&series_rec, Nanos::ZERO).map_err(CliError::runtime)?;
         let f = buffer::mttf(&model, &b).map_err(CliError::usage)?;
-        let predicted = f.exceedance_rate_per_s * obs.seconds;
+        let predicted = f.underrun_rate_per_s * obs.seconds;
         let ratio = (predicted > 0.0).then(|| obs.episodes as f64 / predicted);
-        let predicted_ca = (f.exceedance.probability + f.compute_exposure_probability)
-            * f.wakeups_per_s
-            * obs.seconds;
-        let ratio_ca = (predicted_ca > 0.0).then(|| obs.episodes as f64 / predicted_ca);
+        let predicted_seed = f.exceedance_rate_per_s * obs.seconds;
+        let ratio_seed = (predicted_seed > 0.0).then(|| obs.episodes as f64 / predicted_seed);
         cases.push(Case {
             load: load.to_string(),
             timer_samples: model.tail.n,
@@ -192,10 +243,13 @@ pub fn run(a: Args) -> CliResult {
             forecast_mttf_ci_high_seconds: f.mttf_ci_high_seconds,
             forecast_extrapolated: f.extrapolated,
             predicted_underruns: predicted,
-            forecast_compute_aware_mttf_seconds: f.mttf_compute_aware_seconds,
-            predicted_underruns_compute_aware: predicted_ca,
-            ratio_compute_aware: ratio_ca,
+            seed_mttf_seconds: f.seed_mttf_seconds,
+            predicted_underruns_seed: predicted_seed,
+            ratio_seed,
+            stall_rate_per_s: f.queue.stalls.rate_per_s,
+            utilization_ratio: f.queue.utilization_ratio,
             consumer_seconds: obs.seconds,
+            consumer_compute_median_ns: compute_median_ns,
             consumer_wakeups: obs.wakeups,
             observed_underruns: obs.episodes,
             observed_buffers_lost: obs.buffers_lost,
@@ -218,17 +272,18 @@ pub fn run(a: Args) -> CliResult {
         a.rounds
     );
     println!(
-        "  {:<9} {:>7} {:>8} {:>10} {:>21} {:>9} {:>9} {:>8} {:>6} {:>6} {:>9}",
+        "  {:<9} {:>7} {:>8} {:>8} {:>7} {:>23} {:>9} {:>9} {:>8} {:>6} {:>6} {:>9}",
         "load",
         "samples",
         "max",
-        "P(>slack)",
-        "MTTF seed (95% CI)",
-        "MTTF +c",
+        "stalls/s",
+        "(c+S)/t",
+        "MTTF queue (95% CI)",
+        "MTTF seed",
         "predicted",
         "observed",
         "ratio",
-        "+c",
+        "seed",
         "within×2"
     );
     for c in &cases {
@@ -246,17 +301,18 @@ pub fn run(a: Args) -> CliResult {
         };
         let r = |x: Option<f64>| x.map(|r| format!("{r:.2}")).unwrap_or_else(|| "—".into());
         println!(
-            "  {:<9} {:>7} {:>8} {:>10.3e} {:>21} {:>9} {:>9.1} {:>8} {:>6} {:>6} {:>9}",
+            "  {:<9} {:>7} {:>8} {:>8.1} {:>7.3} {:>23} {:>9} {:>9.1} {:>8} {:>6} {:>6} {:>9}",
             c.load,
             c.timer_samples,
             c.timer_max_ns.to_string(),
-            c.forecast_probability,
+            c.stall_rate_per_s,
+            c.utilization_ratio,
             ci,
-            mttf(c.forecast_compute_aware_mttf_seconds),
+            mttf(c.seed_mttf_seconds),
             c.predicted_underruns,
             c.observed_underruns,
             r(c.ratio),
-            r(c.ratio_compute_aware),
+            r(c.ratio_seed),
             match c.within_factor_2 {
                 Some(true) => "yes",
                 Some(false) => "NO",
@@ -265,10 +321,11 @@ pub fn run(a: Args) -> CliResult {
         );
     }
     println!(
-        "  MTTF seed: s / P(latency > slack) (seed 002); MTTF +c: also counting stalls that start \
-         during the compute; predicted: seed rate × consumer time; observed: wake-ups whose buffer \
-         missed its deadline; ratio = observed / predicted (seed, +c); within×2 judges the seed \
-         forecast where ≥ 10 were observed"
+        "  MTTF queue: the forecast (backlog carried across periods, stalls during the compute; \
+         docs/forecast.md §3); MTTF seed: s / P(latency > slack) (seed 002); predicted: queue \
+         rate × consumer time; observed: wake-ups whose buffer missed its deadline; ratio = \
+         observed / predicted (queue, seed); within×2 judges the queue forecast where ≥ 10 were \
+         observed"
     );
     if let Some(p) = &a.json {
         let doc = json!({
@@ -337,19 +394,31 @@ fn timer_phase(a: &Args, dur: Nanos, stop: Arc<AtomicBool>) -> CliResult<Recorde
     Ok(r.latency)
 }
 
+#[derive(Default)]
 struct Observed {
     seconds: f64,
     wakeups: u64,
     episodes: u64,
     buffers_lost: u64,
+    compute_median_ns: u64,
+    /// Wall time of each compute: c plus whatever stalled it.
+    computes: Option<Recorder>,
 }
 
 /// The real consumer: a device drains one buffer every t from a ring of
-/// n; this thread wakes at each period boundary, spins c to "compute" the
-/// next buffer and hands it over. Buffer j is due when the device reaches
-/// it, (n−1)·t after the thread's nominal wake-up for it; finishing later is
-/// an underrun, after which the thread resynchronizes to the next period
-/// boundary (the buffers in between were played as silence).
+/// n; this thread wakes at each period boundary, does c worth of CPU work
+/// to "compute" the next buffer and hands it over. Buffer j is due when
+/// the device reaches it, (n−1)·t after the thread's nominal wake-up for
+/// it; finishing later is an underrun, after which the thread
+/// resynchronizes to the next period boundary (the buffers in between
+/// were played as silence). A thread that is late for one buffer starts
+/// the next one at once, so lateness carries over (a backlog).
+///
+/// The compute is a fixed amount of work (a loop calibrated to take c on
+/// this CPU when nothing interrupts it), not a wall-clock spin: a real
+/// consumer that is preempted for 1 ms while mixing audio finishes 1 ms
+/// later, whereas a spin until start + c would absorb any stall that ends
+/// before start + c and hide exactly the effect the forecast must model.
 fn consumer_phase(a: &Args, dur: Nanos, b: &Buffering, stop: Arc<AtomicBool>) -> Observed {
     let (cpu, prio) = (a.cpu, a.priority);
     let b = *b;
@@ -359,16 +428,14 @@ fn consumer_phase(a: &Args, dur: Nanos, b: &Buffering, stop: Arc<AtomicBool>) ->
         let _guard = set_policy(Policy::Fifo { priority: prio });
         let t = b.buffer_len.0;
         let c = b.compute.at(b.buffer_len);
+        let ns_per_iter = calibrate_work();
+        let iters = (c.0 as f64 / ns_per_iter).round() as u64;
         let ahead = (b.buffers as u64 - 1) * t;
         let t0 = mono() + Nanos::from_ms(1);
         let end = t0 + dur;
         let mut j: u64 = 0;
-        let mut o = Observed {
-            seconds: 0.0,
-            wakeups: 0,
-            episodes: 0,
-            buffers_lost: 0,
-        };
+        let mut o = Observed::default();
+        let mut computes: Vec<u64> = Vec::with_capacity((dur.0 / t) as usize + 1);
         loop {
             let wake = Nanos(t0.0 + j * t);
             if wake >= end || stop.load(Ordering::Relaxed) {
@@ -377,8 +444,9 @@ fn consumer_phase(a: &Args, dur: Nanos, b: &Buffering, stop: Arc<AtomicBool>) ->
             }
             sleep_until(wake);
             let now = mono();
-            spin_until(now + c);
+            work(iters);
             let done = mono();
+            computes.push((done - now).0);
             o.wakeups += 1;
             let due = wake.0 + ahead;
             if done.0 > due {
@@ -393,13 +461,43 @@ fn consumer_phase(a: &Args, dur: Nanos, b: &Buffering, stop: Arc<AtomicBool>) ->
                 j += 1;
             }
         }
+        if !computes.is_empty() {
+            let mut r = Recorder::new(Nanos(1000)).with_sample_period(b.buffer_len);
+            for &x in &computes {
+                r.record(Nanos(x));
+            }
+            o.computes = Some(r);
+            let mid = computes.len() / 2;
+            o.compute_median_ns = *computes.select_nth_unstable(mid).1;
+        }
         o
     })
     .join()
-    .unwrap_or(Observed {
-        seconds: 0.0,
-        wakeups: 0,
-        episodes: 0,
-        buffers_lost: 0,
-    })
+    .unwrap_or_default()
+}
+
+/// The unit of consumer work: a dependent multiply-add chain the compiler
+/// cannot remove or vectorize, so its time is CPU time spent.
+#[inline(never)]
+fn work(iters: u64) -> u64 {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for i in 0..iters {
+        x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(i));
+    }
+    x
+}
+
+/// ns per iteration of `work` on this CPU: the fastest of 30 runs of
+/// ~0.2 ms, so an interrupt during calibration does not make every later
+/// compute short.
+fn calibrate_work() -> f64 {
+    const N: u64 = 100_000;
+    let mut best = f64::INFINITY;
+    for _ in 0..30 {
+        let s = mono();
+        work(N);
+        let e = mono();
+        best = best.min((e - s).0 as f64 / N as f64);
+    }
+    best.max(1e-3)
 }
