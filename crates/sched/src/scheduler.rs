@@ -184,9 +184,30 @@ struct Server {
     admitted_fraction: f64,
 }
 
+/// A thread's class without its parameters: the scans in
+/// [`Scheduler::pick`] test it for every thread at every pick, and the full
+/// [`Class`] is a large enum whose discriminant is costly to decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Band {
+    Fixed,
+    TimeShare,
+    Edf,
+    Reserved,
+}
+
+impl Band {
+    /// Fixed-priority and time-sharing threads compete by priority.
+    #[inline]
+    fn by_priority(self) -> bool {
+        matches!(self, Band::Fixed | Band::TimeShare)
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Thread {
-    class: Class,
+    band: Band,
+    /// Priority before inheritance and ceilings (0 unless fixed).
+    base: i32,
     runnable: bool,
     /// FIFO order among equals: set on release and at the end of a slice.
     ready_seq: u64,
@@ -228,6 +249,9 @@ pub struct Scheduler {
     stolen_all: Nanos,
     closed: Vec<PeriodStat>,
     reserved_fraction: f64,
+    /// EDF threads added: without any, [`Scheduler::pick`] skips the EDF
+    /// band's scan (the simulator picks millions of times per second).
+    edf_threads: usize,
 }
 
 impl Scheduler {
@@ -247,6 +271,7 @@ impl Scheduler {
             stolen_all: Nanos::ZERO,
             closed: Vec::new(),
             reserved_fraction: 0.0,
+            edf_threads: 0,
         };
         if let Some((amount, period)) = s.cfg.timeshare_reservation {
             let f = amount.0 as f64 / period.0.max(1) as f64;
@@ -323,8 +348,18 @@ impl Scheduler {
                 admitted_fraction: f,
             });
         }
+        if class == Class::Edf {
+            self.edf_threads += 1;
+        }
+        let (band, base) = match &class {
+            Class::Fixed { priority } => (Band::Fixed, *priority as i32),
+            Class::TimeShare => (Band::TimeShare, 0),
+            Class::Edf => (Band::Edf, 0),
+            Class::Reserved(_) => (Band::Reserved, 0),
+        };
         self.threads.push(Thread {
-            class,
+            band,
+            base,
             runnable: false,
             ready_seq: 0,
             deadline: Nanos::MAX,
@@ -450,10 +485,19 @@ impl Scheduler {
         }
     }
 
+    #[inline]
     fn base_priority(&self, t: ThreadId) -> i32 {
-        match self.threads[t].class {
-            Class::Fixed { priority } => priority as i32,
-            _ => 0,
+        self.threads[t].base
+    }
+
+    /// [`Scheduler::effective_priority`] without the call for the common
+    /// thread that holds no lock (then nothing can raise it).
+    #[inline]
+    fn priority(&self, t: ThreadId) -> i32 {
+        if self.threads[t].held.is_empty() {
+            self.base_priority(t)
+        } else {
+            self.effective_priority(t, 0)
         }
     }
 
@@ -511,6 +555,9 @@ impl Scheduler {
     }
 
     fn roll_periods(&mut self, now: Nanos) {
+        if self.servers.is_empty() {
+            return;
+        }
         for s in 0..self.servers.len() {
             while self.servers[s].deadline <= now {
                 let thread = self
@@ -586,6 +633,14 @@ impl Scheduler {
     /// Chooses who runs from `now`, after charging the time since the last
     /// call. Deterministic: ties go to the earliest-released thread.
     pub fn pick(&mut self, now: Nanos) -> Decision {
+        if self.servers.is_empty() && self.edf_threads == 0 {
+            return self.pick_by_priority(now);
+        }
+        self.pick_any(now)
+    }
+
+    /// [`Scheduler::pick`] through every band.
+    fn pick_any(&mut self, now: Nanos) -> Decision {
         self.advance(now);
         let prev = self.current;
 
@@ -615,17 +670,21 @@ impl Scheduler {
         if let Some(ts) = self.ts_server {
             let (budget, deadline) = (self.servers[ts].budget, self.servers[ts].deadline);
             if budget > Nanos::ZERO && best_srv.is_none_or(|b| deadline < b.0) {
-                if let Some(t) = self.best_fixed(now, true) {
+                if let (Some(t), _) = self.best_fixed(now, true) {
                     best_srv = Some((deadline, 0, ts, t));
                 }
             }
         }
 
+        // Whether a thread of the same priority as the one picked by
+        // priority is runnable too (then it gets a slice end).
+        let mut equal_waiting = false;
         let (thread, charge) = if let Some((_, _, s, t)) = best_srv {
             (Some(t), Charge::Server(s))
         } else if let Some(t) = self.best_edf() {
             (Some(t), Charge::Free)
-        } else if let Some(t) = self.best_fixed(now, false) {
+        } else if let (Some(t), eq) = self.best_fixed(now, false) {
+            equal_waiting = eq;
             (Some(t), Charge::Free)
         } else if let Some(t) = self.best_soft() {
             (Some(t), Charge::Free)
@@ -656,21 +715,49 @@ impl Scheduler {
             });
         }
         if let (Some(t), Charge::Free) = (thread, charge) {
-            if matches!(
-                self.threads[t].class,
-                Class::Fixed { .. } | Class::TimeShare
-            ) && self.has_equal_waiting(t)
-            {
+            if self.threads[t].band.by_priority() && equal_waiting {
                 at(self.slice_start + self.cfg.quantum.max(Nanos(1)));
             }
         }
         Decision { thread, until }
     }
 
+    /// [`Scheduler::pick`] when only fixed-priority and time-sharing
+    /// threads exist (no reservation, no EDF thread): the same decision
+    /// without the other bands' bookkeeping, which is most of the cost of a
+    /// pick between two or three threads.
+    fn pick_by_priority(&mut self, now: Nanos) -> Decision {
+        // `advance` with no server to charge or roll.
+        self.stolen_all = Nanos::ZERO;
+        self.stolen_visible = Nanos::ZERO;
+        if now > self.last {
+            self.last = now;
+        }
+        let (thread, equal_waiting) = self.best_fixed(now, false);
+        if thread != self.current {
+            self.slice_start = now;
+        }
+        self.current = thread;
+        self.charge = if thread.is_some() {
+            Charge::Free
+        } else {
+            Charge::None
+        };
+        let until = if thread.is_some() && equal_waiting {
+            Some(self.slice_start + self.cfg.quantum.max(Nanos(1)))
+        } else {
+            None
+        };
+        Decision { thread, until }
+    }
+
     fn best_edf(&self) -> Option<ThreadId> {
+        if self.edf_threads == 0 {
+            return None;
+        }
         let mut best: Option<(Nanos, u64, ThreadId)> = None;
         for (i, th) in self.threads.iter().enumerate() {
-            if th.runnable && th.class == Class::Edf {
+            if th.runnable && th.band == Band::Edf {
                 let key = (th.deadline, th.ready_seq);
                 if best.is_none_or(|b| key < (b.0, b.1)) {
                     best = Some((th.deadline, th.ready_seq, i));
@@ -682,9 +769,13 @@ impl Scheduler {
 
     /// Highest effective priority among fixed and time-sharing threads; the
     /// running thread keeps the CPU within its slice, then goes behind its
-    /// equals.
-    fn best_fixed(&mut self, now: Nanos, timeshare_only: bool) -> Option<ThreadId> {
+    /// equals. Also says whether another candidate has the winner's
+    /// priority (what [`Scheduler::has_equal_waiting`] would answer for
+    /// it, without a second scan).
+    fn best_fixed(&mut self, now: Nanos, timeshare_only: bool) -> (Option<ThreadId>, bool) {
         let mut best: Option<(i32, u64, ThreadId)> = None;
+        // Candidates seen at the best priority so far.
+        let mut at_best = 0u32;
         let cur = self.current;
         let expired = now >= self.slice_start + self.cfg.quantum.max(Nanos(1));
         if let Some(c) = cur {
@@ -698,29 +789,46 @@ impl Scheduler {
             if !th.runnable {
                 continue;
             }
-            let ok = match th.class {
-                Class::TimeShare => true,
-                Class::Fixed { .. } => !timeshare_only,
+            let ok = match th.band {
+                Band::TimeShare => true,
+                Band::Fixed => !timeshare_only,
                 _ => false,
             };
             if !ok {
                 continue;
             }
-            let p = self.effective_priority(i, 0);
+            let p = if th.held.is_empty() {
+                th.base
+            } else {
+                self.effective_priority(i, 0)
+            };
             // The running thread is ahead of its equals within its slice.
             let seq = if Some(i) == cur && !expired {
                 0
             } else {
                 th.ready_seq
             };
-            if best.is_none_or(|b| p > b.0 || (p == b.0 && seq < b.1)) {
-                best = Some((p, seq, i));
+            match best {
+                Some(b) if p < b.0 => {}
+                Some(b) if p == b.0 => {
+                    at_best += 1;
+                    if seq < b.1 {
+                        best = Some((p, seq, i));
+                    }
+                }
+                _ => {
+                    at_best = 1;
+                    best = Some((p, seq, i));
+                }
             }
         }
-        best.map(|b| b.2)
+        (best.map(|b| b.2), at_best > 1)
     }
 
     fn best_soft(&self) -> Option<ThreadId> {
+        if self.servers.is_empty() {
+            return None;
+        }
         let mut best: Option<(Nanos, u64, ThreadId)> = None;
         for (i, th) in self.threads.iter().enumerate() {
             if let (true, Some(s)) = (th.runnable, th.server) {
@@ -737,13 +845,11 @@ impl Scheduler {
     }
 
     fn has_equal_waiting(&self, t: ThreadId) -> bool {
-        let p = self.effective_priority(t, 0);
-        self.threads.iter().enumerate().any(|(i, th)| {
-            i != t
-                && th.runnable
-                && matches!(th.class, Class::Fixed { .. } | Class::TimeShare)
-                && self.effective_priority(i, 0) == p
-        })
+        let p = self.priority(t);
+        self.threads
+            .iter()
+            .enumerate()
+            .any(|(i, th)| i != t && th.runnable && th.band.by_priority() && self.priority(i) == p)
     }
 }
 
@@ -932,5 +1038,81 @@ mod tests {
         assert_eq!(d.thread, Some(ui));
         assert_eq!(d.until, Some(ms(7)));
         assert_eq!(s.pick(ms(7)).thread, Some(hog));
+    }
+
+    /// The priority-only fast path of `pick` must leave the scheduler in
+    /// the same state and decide exactly as the general path, through
+    /// releases, blocks, stolen time, slice ends and locks of every
+    /// protocol.
+    #[test]
+    fn priority_fast_path_decides_as_the_general_pick() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for proto in [
+            LockProtocol::None,
+            LockProtocol::Inherit,
+            LockProtocol::Ceiling(20),
+        ] {
+            let mut a = Scheduler::new(SchedConfig {
+                quantum: ms(2),
+                ..Default::default()
+            })
+            .unwrap();
+            for p in [5u8, 5, 10, 10, 20] {
+                a.add_thread(Class::Fixed { priority: p }).unwrap();
+            }
+            a.add_thread(Class::TimeShare).unwrap();
+            let l = a.add_lock(proto);
+            let mut b = a.clone();
+            let mut now = Nanos::ZERO;
+            let mut picked_some = 0;
+            for step in 0..5000 {
+                now += Nanos(rnd(1_500_000));
+                let t = rnd(6) as usize;
+                match rnd(5) {
+                    0 => {
+                        a.on_release(now, t, None);
+                        b.on_release(now, t, None);
+                    }
+                    1 => {
+                        a.on_block(now, t);
+                        b.on_block(now, t);
+                    }
+                    2 => {
+                        let st = StolenInterval {
+                            start: now,
+                            len: Nanos(rnd(1000)),
+                            visible: rnd(2) == 0,
+                        };
+                        a.on_stolen(st);
+                        b.on_stolen(st);
+                    }
+                    3 => {
+                        if let Some(c) = a.current {
+                            if a.locks[l].holder == Some(c) {
+                                assert_eq!(a.unlock(now, c, l), b.unlock(now, c, l));
+                            } else {
+                                assert_eq!(a.lock(now, c, l), b.lock(now, c, l));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                let (da, db) = (a.pick(now), b.pick_any(now));
+                assert_eq!(da, db, "{proto:?}: decisions differ at step {step}");
+                assert_eq!(
+                    format!("{a:?}"),
+                    format!("{b:?}"),
+                    "{proto:?}: states differ at step {step}"
+                );
+                picked_some += da.thread.is_some() as u32;
+            }
+            assert!(picked_some > 1000, "{proto:?}: threads ran");
+        }
     }
 }

@@ -11,8 +11,7 @@
 //! change, completes what finished, asks the scheduler, and arms one wake
 //! event for the next change.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use punctual_record::{Metric, Recorder, Timeline};
@@ -22,6 +21,7 @@ use punctual_sched::{
 };
 use punctual_units::Nanos;
 
+use crate::queue::{key, key_time, EvQueue, NO_KEY};
 use crate::rng::Rng;
 use crate::scenario::{index_by_name, Dist, Scenario, ScenarioError, MAX_DURATION};
 
@@ -168,11 +168,12 @@ enum NoiseKind {
         period: Nanos,
         jitter: Nanos,
     },
+    /// Mean gap `1e9 / rate` in nanoseconds.
     Poisson {
-        rate: f64,
+        mean_ns: f64,
     },
     Bursty {
-        rate: f64,
+        mean_ns: f64,
         on: Nanos,
         off: Nanos,
         on_until: Nanos,
@@ -206,6 +207,8 @@ pub struct StreamStats {
 struct Stream {
     cpu: usize,
     interval: Nanos,
+    /// Mean Poisson gap: 1e9 over the rate the whole interval gives.
+    mean_gap_ns: f64,
     poisson: bool,
     capacity: u64,
     flow_control: bool,
@@ -241,7 +244,8 @@ struct Cpu {
     /// A release at this instant left its re-pick to the end of the
     /// instant (see [`Sim::release`]).
     deferred: bool,
-    gen: u64,
+    /// Time of this CPU's pending wake-up, kept in [`Sim::wake`] rather
+    /// than the event queue.
     armed: Option<Nanos>,
     tick_pending: bool,
     steal_start: Option<Nanos>,
@@ -253,20 +257,11 @@ struct Cpu {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum EvKind {
-    End,
     Tick { cpu: u32, k: u64 },
     TimerDue { timer: u32 },
     Release { task: u32, nominal: Nanos },
     Noise { idx: u32 },
     Stream { idx: u32 },
-    Wake { cpu: u32, gen: u64 },
-}
-
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Ev {
-    t: Nanos,
-    seq: u64,
-    kind: EvKind,
 }
 
 /// One slice of a Chrome/Perfetto trace.
@@ -401,7 +396,28 @@ pub struct PeriodTotals {
 pub struct Sim {
     now: Nanos,
     seq: u64,
-    heap: BinaryHeap<Reverse<Ev>>,
+    queue: EvQueue<EvKind>,
+    /// One pending wake-up per CPU as a queue key (time, sequence), or
+    /// [`NO_KEY`]. A CPU re-arms far more often than its wake-ups fire
+    /// (every interrupt, release or pick may move it); in a heap each
+    /// re-arm left the superseded wake-up behind to be popped and thrown
+    /// away. The sequence number is drawn from the same counter as queued
+    /// events, so ties with them resolve first-in first-out as before.
+    wake: Vec<u128>,
+    /// The CPU whose wake-up is earliest.
+    wake_min: usize,
+    /// Superseded wake-up keys, tracked only on machines with more than
+    /// one CPU (see [`Sim::next_is_now`]).
+    stale: Vec<u128>,
+    stale_cap: usize,
+    /// Key of the event being handled.
+    cur_key: u128,
+    /// Where the run ends, as a queue key: the end of the simulated
+    /// duration, ordered after the events queued before it was set (a
+    /// stream starting exactly at the end still arrives), before all later
+    /// ones. Not an event in the queue, so the queue stays one entry
+    /// shorter.
+    end_key: u128,
     cpus: Vec<Cpu>,
     tasks: Vec<Task>,
     timers: Vec<Timer>,
@@ -443,10 +459,11 @@ fn sample(d: &Dist, rng: &mut Rng) -> Nanos {
     }
 }
 
-fn exp_interval(rate: f64, rng: &mut Rng) -> Nanos {
-    let mean = 1e9 / rate;
+/// An exponential gap of mean `mean_ns` (callers keep `1e9 / rate` rather
+/// than dividing at every arrival).
+fn exp_interval(mean_ns: f64, rng: &mut Rng) -> Nanos {
     let u = rng.unit();
-    Nanos((-(1.0 - u).ln() * mean).max(1.0) as u64)
+    Nanos((-(1.0 - u).ln() * mean_ns).max(1.0) as u64)
 }
 
 impl Sim {
@@ -514,7 +531,6 @@ impl Sim {
                 until: None,
                 need_pick: true,
                 deferred: false,
-                gen: 0,
                 armed: None,
                 tick_pending: false,
                 steal_start: None,
@@ -532,7 +548,13 @@ impl Sim {
         let mut sim = Sim {
             now: Nanos::ZERO,
             seq: 0,
-            heap: BinaryHeap::new(),
+            queue: EvQueue::new(),
+            wake: vec![NO_KEY; ncpu as usize],
+            wake_min: 0,
+            stale: Vec::new(),
+            stale_cap: 64,
+            cur_key: 0,
+            end_key: NO_KEY,
             cpus,
             tasks: Vec::new(),
             timers: Vec::new(),
@@ -976,7 +998,7 @@ impl Sim {
                     if !(r > 0.0 && r <= 1e7) {
                         return Err(at(format!("rate {r} must be in (0, 1e7] per second")));
                     }
-                    NoiseKind::Poisson { rate: r }
+                    NoiseKind::Poisson { mean_ns: 1e9 / r }
                 }
                 "bursty" => {
                     let r = n
@@ -992,7 +1014,7 @@ impl Sim {
                         return Err(at("burst_on must be greater than zero".into()));
                     }
                     NoiseKind::Bursty {
-                        rate: r,
+                        mean_ns: 1e9 / r,
                         on: on.0,
                         off: off.0,
                         on_until: Nanos::ZERO,
@@ -1108,9 +1130,11 @@ impl Sim {
             let irq = sim.add_source(s.cpu, "irq", &format!("{name}:irq"));
             let dpc = sim.add_source(s.cpu, "dpc", &format!("{name}:dpc"));
             sim.tasks[drainer].drains.push(i);
+            let interval = Nanos((1e9 / rate).round().max(1.0) as u64);
             sim.streams.push(Stream {
                 cpu: s.cpu as usize,
-                interval: Nanos((1e9 / rate).round().max(1.0) as u64),
+                interval,
+                mean_gap_ns: 1e9 / (1e9 / interval.0 as f64),
                 poisson,
                 capacity: s.capacity,
                 flow_control: s.flow_control,
@@ -1133,7 +1157,8 @@ impl Sim {
         sim.clock_src = sim.add_source(0, "irq", "clock");
 
         // Initial events.
-        sim.push(end, EvKind::End);
+        sim.seq += 1;
+        sim.end_key = key(end, sim.seq);
         if sim.tick_ps.is_some() {
             for c in 0..ncpu {
                 sim.push(Nanos::ZERO, EvKind::Tick { cpu: c, k: 0 });
@@ -1194,11 +1219,7 @@ impl Sim {
     #[inline]
     fn push(&mut self, t: Nanos, kind: EvKind) {
         self.seq += 1;
-        self.heap.push(Reverse(Ev {
-            t,
-            seq: self.seq,
-            kind,
-        }));
+        self.queue.push(key(t, self.seq), kind);
     }
 
     fn first_noise_time(&mut self, i: usize) -> Option<Nanos> {
@@ -1212,12 +1233,15 @@ impl Sim {
                 };
                 n.phase + j
             }
-            NoiseKind::Poisson { rate } => n.phase + exp_interval(*rate, &mut n.rng),
+            NoiseKind::Poisson { mean_ns } => n.phase + exp_interval(*mean_ns, &mut n.rng),
             NoiseKind::Bursty {
-                rate, on, on_until, ..
+                mean_ns,
+                on,
+                on_until,
+                ..
             } => {
                 *on_until = n.phase + Nanos(sample(&Dist::Exp(*on), &mut n.rng).0.max(1));
-                n.phase + exp_interval(*rate, &mut n.rng)
+                n.phase + exp_interval(*mean_ns, &mut n.rng)
             }
         };
         Some(t)
@@ -1236,20 +1260,20 @@ impl Sim {
                 let base = n.phase.0.checked_add(period.0.checked_mul(n.k)?)?;
                 Nanos(base) + j
             }
-            NoiseKind::Poisson { rate } => now + exp_interval(*rate, &mut n.rng),
+            NoiseKind::Poisson { mean_ns } => now + exp_interval(*mean_ns, &mut n.rng),
             NoiseKind::Bursty {
-                rate,
+                mean_ns,
                 on,
                 off,
                 on_until,
             } => {
-                let mut t = now + exp_interval(*rate, &mut n.rng);
+                let mut t = now + exp_interval(*mean_ns, &mut n.rng);
                 if t > *on_until {
                     // The burst ended: stay off, then start a new burst.
                     let off_len = sample(&Dist::Exp(*off), &mut n.rng);
                     let start = *on_until + off_len;
                     *on_until = start + Nanos(sample(&Dist::Exp(*on), &mut n.rng).0.max(1));
-                    t = start + exp_interval(*rate, &mut n.rng);
+                    t = start + exp_interval(*mean_ns, &mut n.rng);
                 }
                 t
             }
@@ -1264,32 +1288,47 @@ impl Sim {
     /// Runs to the end (or until `stop` is set) and returns the results.
     pub fn run(mut self, stop: Option<&AtomicBool>) -> Outcome {
         let mut interrupted = false;
-        while let Some(Reverse(ev)) = self.heap.pop() {
-            self.events += 1;
-            if ev.t > self.end {
+        loop {
+            let qk = self.queue.min_key();
+            let wk = self.wake[self.wake_min];
+            let k = qk.min(wk);
+            if k > self.end_key {
                 break;
             }
-            self.now = ev.t;
+            self.now = key_time(k);
+            self.cur_key = k;
+            // Only real scheduling events count: the end is no event, and
+            // superseded wake-ups no longer exist to be counted.
+            let ev = if wk < qk {
+                None
+            } else {
+                Some(self.queue.take_min())
+            };
+            self.events += 1;
             if self.events & 0xFFFF == 0 && stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
                 interrupted = true;
                 break;
             }
-            match ev.kind {
-                EvKind::End => break,
-                EvKind::Wake { cpu, gen } => {
-                    let c = cpu as usize;
-                    if self.cpus[c].gen == gen {
-                        self.cpus[c].armed = None;
-                        self.cpu_update(c);
-                    }
+            match ev {
+                None => {
+                    let c = self.wake_min;
+                    self.wake[c] = NO_KEY;
+                    self.cpus[c].armed = None;
+                    self.rescan_wake_min();
+                    self.cpu_update(c);
                 }
-                EvKind::Release { task, nominal } => self.on_release_event(task as usize, nominal),
-                EvKind::Tick { cpu, k } => self.on_tick(cpu as usize, k),
-                EvKind::TimerDue { timer } => self.on_timer_due(timer as usize),
-                EvKind::Noise { idx } => self.on_noise(idx as usize),
-                EvKind::Stream { idx } => self.on_stream(idx as usize),
+                Some(EvKind::Release { task, nominal }) => {
+                    self.on_release_event(task as usize, nominal)
+                }
+                Some(EvKind::Tick { cpu, k }) => self.on_tick(cpu as usize, k),
+                Some(EvKind::TimerDue { timer }) => self.on_timer_due(timer as usize),
+                Some(EvKind::Noise { idx }) => self.on_noise(idx as usize),
+                Some(EvKind::Stream { idx }) => self.on_stream(idx as usize),
             }
-            if self.any_deferred && self.heap.peek().is_none_or(|Reverse(e)| e.t > self.now) {
+            // Superseded wake-ups are no events: when only they would have
+            // been left at this instant, the old heap popped them (doing
+            // nothing) and flushed right after, which is now.
+            if self.any_deferred && !self.live_event_now() {
                 self.flush_deferred();
             }
         }
@@ -1346,11 +1385,54 @@ impl Sim {
         // for zero time and displaced by the next, counting a preemption
         // (and a start) that never happened. SimSo and the kernel both
         // decide once per instant.
-        if self.heap.peek().is_some_and(|Reverse(e)| e.t == now) {
+        if self.next_is_now() {
             self.cpus[c].deferred = true;
             self.any_deferred = true;
         } else {
             self.cpu_update(c);
+        }
+    }
+
+    /// Whether another event is due at this same instant.
+    ///
+    /// On a machine with several CPUs this also counts superseded wake-ups
+    /// due now that the old heap would still have held (it popped and
+    /// discarded them one by one). They change nothing themselves, but they
+    /// decided whether a release re-picked its CPU at once or at the end of
+    /// the instant, and so the order in which several CPUs re-pick at the
+    /// end of one instant; keeping that order keeps every output
+    /// byte-identical. On one CPU the two orders cannot differ, so nothing
+    /// is tracked there.
+    #[inline]
+    fn next_is_now(&mut self) -> bool {
+        if self.live_event_now() {
+            return true;
+        }
+        if self.stale.is_empty() {
+            return false;
+        }
+        let cur = self.cur_key;
+        self.stale.retain(|&s| s > cur);
+        let now = self.now;
+        self.stale.iter().any(|&s| key_time(s) == now)
+    }
+
+    /// Whether a queued event or a CPU wake-up is due at this instant.
+    #[inline]
+    fn live_event_now(&mut self) -> bool {
+        let k = self.queue.min_key().min(self.wake[self.wake_min]);
+        key_time(k.min(self.end_key)) == self.now
+    }
+
+    fn rescan_wake_min(&mut self) {
+        if self.wake.len() > 1 {
+            let mut m = 0;
+            for i in 1..self.wake.len() {
+                if self.wake[i] < self.wake[m] {
+                    m = i;
+                }
+            }
+            self.wake_min = m;
         }
     }
 
@@ -1540,7 +1622,7 @@ impl Sim {
             s.stats.max_fill = s.stats.max_fill.max(s.fill);
         }
         let gap = if s.poisson {
-            exp_interval(1e9 / s.interval.0 as f64, &mut s.rng)
+            exp_interval(s.mean_gap_ns, &mut s.rng)
         } else {
             s.interval
         };
@@ -1577,6 +1659,7 @@ impl Sim {
 
     /// Accounts what happened on CPU `c` since its last change. Within
     /// that span its state was constant (every change arms a wake).
+    #[inline]
     fn cpu_sync(&mut self, c: usize) {
         let now = self.now;
         let cpu = &mut self.cpus[c];
@@ -1630,17 +1713,18 @@ impl Sim {
                 ));
                 break;
             }
-            if self.cpus[c].stall_until > now {
+            let cpu = &mut self.cpus[c];
+            if cpu.stall_until > now {
                 break;
             }
-            if self.cpus[c].tick_pending {
-                self.cpus[c].tick_pending = false;
+            if cpu.tick_pending {
+                cpu.tick_pending = false;
                 self.clock_interrupt(c);
                 continue;
             }
-            if let Some(head) = self.cpus[c].bh.front() {
+            if let Some(head) = cpu.bh.front() {
                 if head.remaining.is_zero() {
-                    let item = self.cpus[c].bh.pop_front().expect("head");
+                    let item = cpu.bh.pop_front().expect("head");
                     let s = &mut self.sources[item.src];
                     s.count += 1;
                     if item.len > s.max {
@@ -1655,10 +1739,11 @@ impl Sim {
                 break;
             }
             // Thread level: the stolen interval (if any) is over.
-            if let Some(start) = self.cpus[c].steal_start.take() {
+            let running = cpu.running;
+            if let Some(start) = cpu.steal_start.take() {
                 self.end_steal(c, start);
             }
-            if let Some(ti) = self.cpus[c].running {
+            if let Some(ti) = running {
                 if self.advance_task(ti, c) {
                     continue;
                 }
@@ -1893,10 +1978,16 @@ impl Sim {
 
     /// One place where a slice of CPU time goes to both slice consumers:
     /// the record's bounded timeline and, when asked, the `--trace` log.
+    #[inline]
     fn emit_slice(&mut self, c: usize, who: SliceOwner, start: Nanos, len: Nanos) {
-        if len.is_zero() {
+        // Past the record's window and without --trace nobody takes it.
+        if len.is_zero() || (self.trace.is_none() && start >= self.timeline.window) {
             return;
         }
+        self.emit_slice_to_logs(c, who, start, len);
+    }
+
+    fn emit_slice_to_logs(&mut self, c: usize, who: SliceOwner, start: Nanos, len: Nanos) {
         let (label, name, kind, track) = match who {
             SliceOwner::Source(i) => (&self.sources[i].kind, &self.sources[i].name, "stolen", 0),
             SliceOwner::Task(ti) => {
@@ -1963,12 +2054,28 @@ impl Sim {
         if at == cpu.armed {
             return;
         }
-        let cpu = &mut self.cpus[c];
-        cpu.gen += 1;
-        cpu.armed = at;
-        let gen = cpu.gen;
-        if let Some(t) = at {
-            self.push(t, EvKind::Wake { cpu: c as u32, gen });
+        self.cpus[c].armed = at;
+        let old = self.wake[c];
+        if old != NO_KEY && self.cpus.len() > 1 {
+            self.stale.push(old);
+            if self.stale.len() > self.stale_cap {
+                let cur = self.cur_key;
+                self.stale.retain(|&s| s > cur);
+                self.stale_cap = (self.stale.len() * 2).max(64);
+            }
+        }
+        let k = match at {
+            Some(t) => {
+                self.seq += 1;
+                key(t, self.seq)
+            }
+            None => NO_KEY,
+        };
+        self.wake[c] = k;
+        if k < self.wake[self.wake_min] {
+            self.wake_min = c;
+        } else if c == self.wake_min {
+            self.rescan_wake_min();
         }
     }
 

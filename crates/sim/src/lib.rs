@@ -9,6 +9,7 @@
 pub mod engine;
 pub mod output;
 pub mod planmode;
+mod queue;
 pub mod rng;
 pub mod scenario;
 
