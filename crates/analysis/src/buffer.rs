@@ -297,11 +297,16 @@ pub fn least_buffers(m: &TailModel, base: &Buffering, target_s: f64, max_n: u32)
         )
         .ok()
     };
-    let ok = |n: u32| at(n).is_some_and(|r| meets(&r, target_s));
-    if max_n < 1 || !ok(max_n) {
+    let ok = |n: u64| at(n as u32).is_some_and(|r| meets(&r, target_s));
+    if max_n < 1 || !ok(u64::from(max_n)) {
         return None;
     }
-    let (mut lo, mut hi) = (1u32, max_n);
+    at(least_true(1, u64::from(max_n), ok) as u32)
+}
+
+/// The least x in [lo, hi] for which `ok` holds, where `ok` is monotone
+/// (false up to some point, true from there) and holds at `hi`.
+fn least_true(mut lo: u64, mut hi: u64, ok: impl Fn(u64) -> bool) -> u64 {
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if ok(mid) {
@@ -310,7 +315,7 @@ pub fn least_buffers(m: &TailModel, base: &Buffering, target_s: f64, max_n: u32)
             lo = mid + 1;
         }
     }
-    at(lo)
+    lo
 }
 
 /// Least buffer length (µs resolution, up to 60 s) for `base.buffers`
@@ -329,19 +334,11 @@ pub fn least_len(m: &TailModel, base: &Buffering, target_s: f64) -> Option<Mttf>
         mttf(m, &b).ok()
     };
     let ok = |us: u64| at(us).is_some_and(|r| meets(&r, target_s));
-    let (mut lo, mut hi) = (1u64, 60_000_000u64);
+    let hi = 60_000_000u64;
     if !ok(hi) {
         return None;
     }
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if ok(mid) {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    at(lo)
+    at(least_true(1, hi, ok))
 }
 
 /// Seed 003's rule for a packet stream: buffers = rate × longest service
