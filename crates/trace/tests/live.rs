@@ -250,7 +250,10 @@ fn neighbor_attempt(last_try: bool) -> bool {
         return false;
     }
     assert!(frac >= 0.90, "only {:.1}% named", frac * 100.0);
-    // The largest gaps are the neighbor's bursts, and say so.
+    // The largest gaps are the neighbor's bursts, and say so: the
+    // neighbor comes first and fills nearly its whole 1 ms burst (a host
+    // stall next to a burst makes the gap longer, not the burst shorter,
+    // so a share of the gap would punish the host's noise).
     let big = record
         .spikes
         .iter()
@@ -259,7 +262,11 @@ fn neighbor_attempt(last_try: bool) -> bool {
     assert!(!big.is_empty());
     for s in big {
         assert_eq!(s.causes[0].name, name, "{:?}", s.causes);
-        assert!(s.causes[0].share > 0.9, "{:?}", s.causes);
+        assert!(
+            s.causes[0].share > 0.9 || s.causes[0].total_ns >= Nanos::from_us(900),
+            "{:?}",
+            s.causes
+        );
     }
     assert!(record.spikes.iter().all(|s| !s.causes.is_empty()));
     true
