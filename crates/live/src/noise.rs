@@ -140,10 +140,13 @@ impl GapProcessor {
     }
 
     /// Also keeps every gap, the first `cap` of them (16 bytes each);
-    /// later ones are counted in [`GapProcessor::gap_log_dropped`].
+    /// later ones are counted in [`GapProcessor::gap_log_dropped`]. The
+    /// log is allocated whole here, before polling starts: a vector
+    /// growing inside the loop would copy megabytes in the middle of a
+    /// measurement, and the probe would count that copy as stolen time.
     pub fn with_gap_log(mut self, cap: usize) -> Self {
         if cap > 0 {
-            self.gap_log = Some((Vec::new(), cap));
+            self.gap_log = Some((Vec::with_capacity(cap), cap));
         }
         self
     }

@@ -244,9 +244,6 @@ struct Cpu {
     /// A release at this instant left its re-pick to the end of the
     /// instant (see [`Sim::release`]).
     deferred: bool,
-    /// Time of this CPU's pending wake-up, kept in [`Sim::wake`] rather
-    /// than the event queue.
-    armed: Option<Nanos>,
     tick_pending: bool,
     steal_start: Option<Nanos>,
     steal_vis: Nanos,
@@ -531,7 +528,6 @@ impl Sim {
                 until: None,
                 need_pick: true,
                 deferred: false,
-                armed: None,
                 tick_pending: false,
                 steal_start: None,
                 steal_vis: Nanos::ZERO,
@@ -1313,7 +1309,6 @@ impl Sim {
                 None => {
                     let c = self.wake_min;
                     self.wake[c] = NO_KEY;
-                    self.cpus[c].armed = None;
                     self.rescan_wake_min();
                     self.cpu_update(c);
                 }
@@ -2051,11 +2046,11 @@ impl Sim {
                 (a, b) => a.or(b),
             }
         };
-        if at == cpu.armed {
+        // The pending wake-up's time is its key's: one place holds it.
+        let old = self.wake[c];
+        if at == (old != NO_KEY).then(|| key_time(old)) {
             return;
         }
-        self.cpus[c].armed = at;
-        let old = self.wake[c];
         if old != NO_KEY && self.cpus.len() > 1 {
             self.stale.push(old);
             if self.stale.len() > self.stale_cap {

@@ -147,6 +147,20 @@ fn named_fraction(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: Pro
     sp.named_fraction()
 }
 
+/// The 90% named check: on a try that is not the last, a shortfall asks
+/// for one more run instead of failing.
+fn named_enough(frac: f64, last_try: bool) -> bool {
+    if frac < 0.90 && !last_try {
+        eprintln!(
+            "only {:.1}% named: time with no guest event at all is the host's (it stopped this VM), not the load's; measuring once more",
+            frac * 100.0
+        );
+        return false;
+    }
+    assert!(frac >= 0.90, "only {:.1}% named", frac * 100.0);
+    true
+}
+
 /// On this shared VM the host can stop the guest for milliseconds at a
 /// time; such a stall lands in the probe's stolen time with no guest event
 /// to name it. One more run is allowed before the named share must reach
@@ -242,14 +256,9 @@ fn neighbor_attempt(last_try: bool) -> bool {
             .map(|s| (&s.name, s.total_ns.0))
             .collect::<Vec<_>>()
     );
-    if frac < 0.90 && !last_try {
-        eprintln!(
-            "only {:.1}% named: time with no guest event at all is the host's (it stopped this VM), not the load's; measuring once more",
-            frac * 100.0
-        );
+    if !named_enough(frac, last_try) {
         return false;
     }
-    assert!(frac >= 0.90, "only {:.1}% named", frac * 100.0);
     // The largest gaps are the neighbor's bursts, and say so: the
     // neighbor comes first and fills nearly its whole 1 ms burst (a host
     // stall next to a burst makes the gap longer, not the burst shorter,
@@ -422,14 +431,9 @@ fn disk_attempt(last_try: bool) -> bool {
         eprintln!("skipped the 90% check: only {reads} reads in 1.2 s (disk busy elsewhere)");
         return true;
     }
-    if frac < 0.90 && !last_try {
-        eprintln!(
-            "only {:.1}% named: time with no guest event at all is the host's (it stopped this VM), not the load's; measuring once more",
-            frac * 100.0
-        );
+    if !named_enough(frac, last_try) {
         return false;
     }
-    assert!(frac >= 0.90, "only {:.1}% named", frac * 100.0);
     true
 }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 use punctual_live::noise::NoiseConfig;
 use punctual_live::rt::Policy;
-use punctual_live::timer::{TimerClock, TimerConfig};
+use punctual_live::timer::TimerConfig;
 use punctual_record::Warning;
 use punctual_trace::recorder::{Options, ProbeGaps};
 use punctual_trace::tracefs::{cleanup_stale, JOURNAL_DIR};
@@ -127,15 +127,7 @@ pub fn run(args: Args) -> CliResult {
     let cpus = parse_cpus(&args.cpus)?;
     let load_specs = super::load::probe_load_specs(args.load.as_deref())?;
     let policy = policy(&args)?;
-    let clock = match args.clock.as_str() {
-        "nanosleep" => TimerClock::Nanosleep,
-        "timerfd" => TimerClock::Timerfd,
-        c => {
-            return Err(CliError::usage(format!(
-                "--clock '{c}' is not a timer (use nanosleep or timerfd)"
-            )))
-        }
-    };
+    let clock = super::timer::parse_clock(&args.clock)?;
     if args.buffer_kb < 64 || args.buffer_kb > 1 << 20 {
         return Err(CliError::usage(format!(
             "--buffer-kb {} is out of range (64 to 1048576)",

@@ -257,15 +257,7 @@ pub fn warnings_text(rec: &Record) -> String {
 
 pub fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
     let policy = parse_policy(&args.policy, args.priority, args.interval)?;
-    let clock = match args.clock.as_str() {
-        "nanosleep" => TimerClock::Nanosleep,
-        "timerfd" => TimerClock::Timerfd,
-        c => {
-            return Err(CliError::usage(format!(
-                "--clock '{c}' is not a timer (use nanosleep or timerfd)"
-            )))
-        }
-    };
+    let clock = parse_clock(&args.clock)?;
     check_max_spikes(args.common.max_spikes)?;
     Ok(TimerConfig {
         cpus: parse_cpus(&args.cpus)?,
@@ -280,6 +272,17 @@ pub fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
 }
 
 /// `--max-spikes 0` would keep nothing to look at: refused for every probe.
+/// `--clock` of the timer probe (`timer`, `cause`).
+pub fn parse_clock(s: &str) -> Result<TimerClock, CliError> {
+    match s {
+        "nanosleep" => Ok(TimerClock::Nanosleep),
+        "timerfd" => Ok(TimerClock::Timerfd),
+        c => Err(CliError::usage(format!(
+            "--clock '{c}' is not a timer (use nanosleep or timerfd)"
+        ))),
+    }
+}
+
 pub fn check_max_spikes(n: usize) -> Result<(), CliError> {
     if n == 0 {
         return Err(CliError::usage(
