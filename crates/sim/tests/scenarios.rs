@@ -180,6 +180,14 @@ fn vmbus_loss_begins_at_buffers_over_drain_interval() {
 
 /// Smallest over-reservation (step 2%) whose period miss fraction ≤ 1%.
 fn needed_over(kind: &str) -> f64 {
+    needed_over_from(kind, 0)
+}
+
+/// As [`needed_over`], counting only periods from `skip` on: a feedback
+/// controller starts from the requested amount and needs a few periods to
+/// learn the stolen share, and how much those first misses weigh depends
+/// only on the run's length, not on the policy's steady state.
+fn needed_over_from(kind: &str, skip: u64) -> f64 {
     for k in 0..=25 {
         let over = -0.1 + 0.02 * k as f64;
         let o = run(
@@ -190,7 +198,14 @@ fn needed_over(kind: &str) -> f64 {
                 ("sim.duration", "\"6s\""),
             ],
         );
-        if metric(&o, "t2.period_miss_fraction") <= 0.01 {
+        let late: Vec<_> = o
+            .periods
+            .iter()
+            .map(|p| &p.1)
+            .filter(|p| p.index >= skip)
+            .collect();
+        let missed = late.iter().filter(|p| !p.hit).count();
+        if missed as f64 <= 0.01 * late.len() as f64 {
             return over;
         }
     }
@@ -204,7 +219,15 @@ fn rez_network_needs_large_over_reservation_augmented_small() {
     let rez = needed_over("rez");
     let rez_c = needed_over("rez-c");
     let rez_fb = needed_over("rez-fb");
-    eprintln!("stolen {stolen:.3}; needed over-reservation: rez {rez:.2}, rez-c {rez_c:.2}, rez-fb {rez_fb:.2}");
+    // Rez-FB after its first 10 periods (200 ms of learning at G = 0.5).
+    let rez_fb_steady = needed_over_from("rez-fb", 10);
+    eprintln!(
+        "stolen {stolen:.3}; needed over-reservation: rez {rez:.2}, rez-c {rez_c:.2}, \
+         rez-fb {rez_fb:.2} (after its first 10 periods: {rez_fb_steady:.2})"
+    );
+    // Rez-FB's extra misses are the controller's warm-up: once it has
+    // learnt the stolen share it needs no more than Rez-C.
+    assert!(rez_fb_steady <= rez_c + 1e-9, "{rez_fb_steady} vs {rez_c}");
     // Seed 004 Fig 11.3: ~18% stolen; Rez needs ~24%, Rez-C and Rez-FB ~6%.
     // Tolerances: stolen ±3 points; Rez within 0.20..0.30; augmented
     // within 0.0..0.12 and at least 12 points below Rez.
