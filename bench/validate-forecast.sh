@@ -7,7 +7,8 @@
 # first-order formula beside it. Needs root (SCHED_FIFO). No peer tool
 # answers this question, so there is nothing to install; the comparison is
 # with reality. Set KEEP=DIR to keep each case's timer records there
-# (rerun the forecast on them with `punctual forecast`).
+# (rerun the forecast on them with `punctual forecast`, or all of them with
+# bench/forecast-rerun.sh).
 #
 # Usage: bench/validate-forecast.sh [DURATION_PER_LOAD] [CPU]
 set -euo pipefail
@@ -29,6 +30,8 @@ for cfg in "2 1ms 0.5ms" "3 1ms 0.5ms" "2 2ms 25%" "4 1ms 0.9ms"; do
   "$BIN" validate --cpu "$CPU" --buffers "$1" --buffer-len "$2" --compute "$3" \
     --duration "$DUR" --rounds 4 --json "$OUT/v$i.json" \
     ${KEEP:+--records "$(mkdir -p "$KEEP/v$i" && echo "$KEEP/v$i")"} 2>/dev/null
+  # Observed counts beside the records, for bench/forecast-rerun.sh.
+  if [ -n "${KEEP:-}" ]; then cp "$OUT/v$i.json" "$KEEP/"; fi
 done
 echo
 echo "summary (ratio = observed / predicted underruns; judged where >= 10 observed)"

@@ -153,7 +153,7 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     let service = b.service();
     let per_s = 1e9 / service.0 as f64;
     let rate = p.probability * per_s;
-    let q = queue::forecast(&m.tail, b);
+    let q = queue::forecast(&m.tail, m.stall_times.as_ref(), b);
     let mut assumptions = queue::assumptions(&q);
     if m.sample_period_ns != service {
         assumptions.push(format!(
@@ -219,11 +219,16 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         extrapolated: p.extrapolated,
         formula: format!(
             "D_k = finish_k − k·t; D_k+1 = max(L, D_k − t) + c + S, underrun when D > (n−1)·t = {}; \
-             L from the record, S = Poisson(λ·c) stalls (λ = {:.1}/s) with lengths from the \
-             record's exceedance slope; P(underrun) = {:.3e} per wake-up → MTTF {}. \
+             L from the record, S = stalls (λ = {:.1}/s) with lengths from the record's \
+             exceedance slope, arriving {}; P(underrun) = {:.3e} per wake-up → MTTF {}. \
              Seed 002: slack = (n−1)·t − c = ({}−1)·{} − {} = {}; MTTF = s / P(latency > slack) = {} / {:.3e}",
             b.buffer_len * (b.buffers.saturating_sub(1) as u64),
             q.stalls.rate_per_s,
+            if q.renewal.is_some() {
+                "as a renewal process read from the spike log's time stamps"
+            } else {
+                "as a Poisson process"
+            },
             q.underrun_probability,
             inv(model_rate).map(crate::verdict::human_secs).unwrap_or_else(|| "never".into()),
             b.buffers, b.buffer_len, c, slack, service, p.probability

@@ -2,7 +2,7 @@
 //! record has data, a generalized Pareto fit beyond it, and a 95 %
 //! confidence interval on every number either gives.
 
-use punctual_record::{Metric, Series};
+use punctual_record::{Metric, Record, Series};
 use punctual_units::Nanos;
 use serde::Serialize;
 
@@ -78,6 +78,9 @@ pub struct TailModel {
     pub fit_note: Option<String>,
     /// Anderson–Darling A² of the kept fit (smaller is better; < 1 passes).
     pub fit_quality: Option<f64>,
+    /// When the stalls came (the record's spike log), for the queue
+    /// model's renewal arrivals; None: Poisson.
+    pub stall_times: Option<crate::queue::StallTimes>,
     boot: Vec<GpdFit>,
 }
 
@@ -112,10 +115,38 @@ impl TailModel {
             fit: None,
             fit_note: None,
             fit_quality: None,
+            stall_times: None,
             boot: Vec::new(),
         };
         m.fit_tail();
         Ok(m)
+    }
+
+    /// Adds the time stamps of the series' wake-ups in a record's spike
+    /// log (`dropped`: the log was full and kept only the largest), so
+    /// the queue model can tell periodic stalls from random ones.
+    pub fn with_spikes(
+        mut self,
+        spikes: impl IntoIterator<Item = (Nanos, Nanos)>,
+        dropped: bool,
+    ) -> TailModel {
+        let covered = Nanos(self.sample_period_ns.0.saturating_mul(self.tail.n));
+        self.stall_times =
+            crate::queue::StallTimes::new(spikes, dropped, covered, self.sample_period_ns);
+        self
+    }
+
+    /// [`with_spikes`](Self::with_spikes) with the spikes of `rec` that
+    /// belong to `s` (same metric, CPU and task).
+    pub fn with_record_spikes(self, rec: &Record, s: &Series) -> TailModel {
+        let mine = rec
+            .spikes
+            .iter()
+            .filter(|p| {
+                p.metric == s.metric && s.cpu.is_none_or(|c| c == p.cpu) && p.task == s.task
+            })
+            .map(|p| (p.at_ns, p.value_ns));
+        self.with_spikes(mine, rec.spikes_dropped > 0)
     }
 
     /// Peaks over threshold with an automatic threshold: candidate

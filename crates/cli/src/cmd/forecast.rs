@@ -49,6 +49,12 @@ pub struct Args {
     /// Table of MTTF against total buffering (n = 2 … max(8, n+4)).
     #[arg(long)]
     pub sweep: bool,
+    /// How stalls arrive in the queue model: poisson (default), or
+    /// renewal, read from the record's spike log time stamps (falls back
+    /// to poisson without them; docs/forecast.md §3.3: validation did not
+    /// favour it, so it is not the default).
+    #[arg(long, value_name = "MODEL", default_value = "poisson", value_parser = ["poisson", "renewal"])]
+    pub arrivals: String,
     /// Target MTTF for sizing (e.g. 10min, 1h, 1d).
     #[arg(long, value_name = "D", value_parser = opts::positive_duration)]
     pub target: Option<Nanos>,
@@ -185,7 +191,7 @@ pub fn run(a: Args) -> CliResult {
     for path in &a.records {
         let rec = Record::read(path).map_err(|e| CliError::usage(e.to_string()))?;
         let shown = path.display().to_string();
-        let models = select(&rec, &shown, a.series.as_deref())?;
+        let models = select(&rec, &shown, a.series.as_deref(), a.arrivals == "renewal")?;
         for m in &models {
             let (text, j) = forecast_series(&shown, &rec, m, &a, &p);
             out.push_str(&text);
@@ -231,7 +237,12 @@ pub fn run(a: Args) -> CliResult {
 
 /// The series to forecast, as models; one sentence and status 2 for a
 /// missing or empty series.
-fn select(rec: &Record, shown: &str, only: Option<&str>) -> CliResult<Vec<TailModel>> {
+fn select(
+    rec: &Record,
+    shown: &str,
+    only: Option<&str>,
+    renewal: bool,
+) -> CliResult<Vec<TailModel>> {
     let names = || {
         rec.series
             .iter()
@@ -285,7 +296,15 @@ fn select(rec: &Record, shown: &str, only: Option<&str>) -> CliResult<Vec<TailMo
     chosen
         .into_iter()
         .map(|s| {
-            TailModel::new(s, rec.duration_ns).map_err(|e| CliError::usage(format!("{shown}: {e}")))
+            TailModel::new(s, rec.duration_ns)
+                .map(|m| {
+                    if renewal {
+                        m.with_record_spikes(rec, s)
+                    } else {
+                        m
+                    }
+                })
+                .map_err(|e| CliError::usage(format!("{shown}: {e}")))
         })
         .collect()
 }

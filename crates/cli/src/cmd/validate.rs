@@ -161,9 +161,11 @@ pub fn run(a: Args) -> CliResult {
         }
         let phase = Nanos(a.duration.0 / a.rounds as u64);
         let mut rec: Option<Recorder> = None;
+        let mut logs = Vec::new();
         let mut obs = Observed::default();
         let mut compute_medians = Vec::new();
         let mut computes: Option<Recorder> = None;
+        let mut consumer_late: Option<Recorder> = None;
         let (mut bursts1, mut bursts2) = (0, 0);
         for round in 1..=a.rounds {
             if stop.load(Ordering::Relaxed) {
@@ -173,7 +175,9 @@ pub fn run(a: Args) -> CliResult {
                 "validate: load {load}, round {round}/{}: timer probe {phase}, then the buffered consumer {phase}",
                 a.rounds
             );
-            let (r, n1) = with_load(load, a.cpu, || timer_phase(&a, phase, Arc::clone(&stop)))?;
+            let (tp, n1) = with_load(load, a.cpu, || timer_phase(&a, phase, Arc::clone(&stop)))?;
+            logs.push((tp.spikes, tp.dropped));
+            let r = tp.latency;
             match &mut rec {
                 Some(all) => all.merge(&r),
                 None => rec = Some(r),
@@ -192,12 +196,20 @@ pub fn run(a: Args) -> CliResult {
                     None => computes = Some(r),
                 }
             }
+            if let Some(r) = o.lateness {
+                match &mut consumer_late {
+                    Some(all) => all.merge(&r),
+                    None => consumer_late = Some(r),
+                }
+            }
             bursts1 += n1;
             bursts2 += n2;
         }
         let Some(rec) = rec else { break };
         let mut series_rec = rec.to_series(&format!("cpu{}.latency", a.cpu), Metric::Latency);
         series_rec.sample_period_ns = Some(a.buffer_len);
+        series_rec.cpu = Some(a.cpu);
+        let (spikes, spikes_dropped) = merge_spike_logs(logs);
         if let Some(dir) = &a.records {
             let mut r = punctual_record::Record::new(
                 punctual_record::Source::Measured,
@@ -205,6 +217,8 @@ pub fn run(a: Args) -> CliResult {
                 punctual_record::Platform::default(),
             );
             r.series.push(series_rec.clone());
+            r.spikes = spikes.clone();
+            r.spikes_dropped = spikes_dropped;
             let p = dir.join(format!("timer-{load}.json"));
             r.write(&p)
                 .map_err(|e| CliError::runtime(format!("--records {}: {e}", p.display())))?;
@@ -219,6 +233,11 @@ pub fn run(a: Args) -> CliResult {
                 );
                 r.series
                     .push(c.to_series(&format!("cpu{}.consumer_compute", a.cpu), Metric::Response));
+                if let Some(w) = &consumer_late {
+                    r.series.push(
+                        w.to_series(&format!("cpu{}.consumer_wakeup", a.cpu), Metric::Latency),
+                    );
+                }
                 let p = dir.join(format!("consumer-{load}.json"));
                 r.write(&p)
                     .map_err(|e| CliError::runtime(format!("--records {}: {e}", p.display())))?;
@@ -367,7 +386,18 @@ fn with_load<T>(load: &str, cpu: u32, f: impl FnOnce() -> CliResult<T>) -> CliRe
     }
 }
 
-fn timer_phase(a: &Args, dur: Nanos, stop: Arc<AtomicBool>) -> CliResult<Recorder> {
+/// One timer phase: its latencies and its spike log (every wake-up is a
+/// candidate, and the log is sized for the largest fifth of them, which
+/// holds every stall the queue model reads; times on the monotonic
+/// clock, so the phases of several rounds stay apart).
+struct TimerPhase {
+    latency: Recorder,
+    spikes: Vec<punctual_record::Spike>,
+    dropped: u64,
+}
+
+fn timer_phase(a: &Args, dur: Nanos, stop: Arc<AtomicBool>) -> CliResult<TimerPhase> {
+    let max_spikes = ((dur.0 / a.buffer_len.0.max(1)) / 5).clamp(100, 50_000) as usize;
     let cfg = TimerConfig {
         cpus: vec![a.cpu],
         policy: Policy::Fifo {
@@ -377,10 +407,11 @@ fn timer_phase(a: &Args, dur: Nanos, stop: Arc<AtomicBool>) -> CliResult<Recorde
         duration: dur,
         clock: TimerClock::Nanosleep,
         threshold: Nanos::ZERO,
-        max_spikes: 100,
+        max_spikes,
         lock_memory: true,
     };
     let out = probe::run(&cfg, stop, Progress::new(1));
+    let origin = out.origin;
     let r = out
         .per_cpu
         .into_iter()
@@ -391,7 +422,45 @@ fn timer_phase(a: &Args, dur: Nanos, stop: Arc<AtomicBool>) -> CliResult<Recorde
             "the timer probe could not run at SCHED_FIFO",
         ));
     }
-    Ok(r.latency)
+    let dropped = r.spikes.dropped();
+    let spikes = r.spikes.shifted(origin + r.offset).into_spikes();
+    Ok(TimerPhase {
+        latency: r.latency,
+        spikes,
+        dropped,
+    })
+}
+
+/// The rounds' spike logs as one: each round kept only its largest
+/// wake-ups, so only latencies above every round's smallest kept one
+/// are complete in all; the rest are dropped (and counted), so the
+/// merged log keeps the record format's promise that everything above
+/// its smallest entry is there. Times start at the first round's.
+fn merge_spike_logs(
+    phases: Vec<(Vec<punctual_record::Spike>, u64)>,
+) -> (Vec<punctual_record::Spike>, u64) {
+    let level = phases
+        .iter()
+        .filter(|(_, d)| *d > 0)
+        .filter_map(|(s, _)| s.iter().map(|x| x.value_ns).min())
+        .max();
+    let mut dropped: u64 = phases.iter().map(|(_, d)| d).sum();
+    let mut all: Vec<punctual_record::Spike> = Vec::new();
+    for (s, _) in phases {
+        for x in s {
+            if level.is_some_and(|l| x.value_ns < l) {
+                dropped += 1;
+            } else {
+                all.push(x);
+            }
+        }
+    }
+    all.sort_by_key(|x| x.at_ns);
+    let t0 = all.first().map(|x| x.at_ns).unwrap_or_default();
+    for x in &mut all {
+        x.at_ns -= t0;
+    }
+    (all, dropped)
 }
 
 #[derive(Default)]
@@ -403,6 +472,10 @@ struct Observed {
     compute_median_ns: u64,
     /// Wall time of each compute: c plus whatever stalled it.
     computes: Option<Recorder>,
+    /// Lateness of each wake-up that followed a sleep (not those that
+    /// started at once on a backlog): the consumer's own latency, beside
+    /// the timer probe's, which sleeps the whole period.
+    lateness: Option<Recorder>,
 }
 
 /// The real consumer: a device drains one buffer every t from a ring of
@@ -436,14 +509,19 @@ fn consumer_phase(a: &Args, dur: Nanos, b: &Buffering, stop: Arc<AtomicBool>) ->
         let mut j: u64 = 0;
         let mut o = Observed::default();
         let mut computes: Vec<u64> = Vec::with_capacity((dur.0 / t) as usize + 1);
+        let mut late: Vec<u64> = Vec::with_capacity((dur.0 / t) as usize + 1);
         loop {
             let wake = Nanos(t0.0 + j * t);
             if wake >= end || stop.load(Ordering::Relaxed) {
                 o.seconds = (wake.min(end) - t0).as_secs_f64();
                 break;
             }
+            let sleeps = mono() < wake;
             sleep_until(wake);
             let now = mono();
+            if sleeps {
+                late.push(now.0.saturating_sub(wake.0));
+            }
             work(iters);
             let done = mono();
             computes.push((done - now).0);
@@ -467,6 +545,11 @@ fn consumer_phase(a: &Args, dur: Nanos, b: &Buffering, stop: Arc<AtomicBool>) ->
                 r.record(Nanos(x));
             }
             o.computes = Some(r);
+            let mut w = Recorder::new(Nanos(1000)).with_sample_period(b.buffer_len);
+            for &x in &late {
+                w.record(Nanos(x));
+            }
+            o.lateness = Some(w);
             let mid = computes.len() / 2;
             o.compute_median_ns = *computes.select_nth_unstable(mid).1;
         }
