@@ -6,7 +6,8 @@
 //! that merges losslessly across runs and machines. The probes' hot loops
 //! only call [`Recorder::record`], which is O(1) and allocation-free after
 //! warm-up except when a value lands beyond the dense range (rare: a bucket
-//! index past [`DENSE_BUCKETS`] goes to a map).
+//! index past [`DENSE_MAX`] goes to a map; one past [`DENSE_BUCKETS`]
+//! grows the dense array once).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -25,6 +26,11 @@ pub const DEFAULT_BUCKET_NS: u64 = 1_000;
 /// Buckets kept in a flat array (8.192 ms at 1 µs): nearly every latency,
 /// gap and interval sample lands here.
 pub const DENSE_BUCKETS: usize = 8192;
+
+/// How far the flat array grows when values beyond [`DENSE_BUCKETS`] come
+/// (65.5 ms at 1 µs, 512 KiB): the responses and intervals of tasks with
+/// periods of tens of milliseconds would otherwise each be a map update.
+const DENSE_MAX: usize = 65_536;
 
 /// Sparse fixed-width histogram: `buckets` holds `[lower_ns, count]` pairs
 /// in increasing order, only for non-empty buckets.
@@ -133,8 +139,11 @@ fn fold_pending(h: &mut hdrhistogram::Histogram<u64>, pending: &[u64]) {
 ///
 /// Memory: the HdrHistogram (auto-resizing, ~40 KiB per decade of range
 /// at 3 significant digits), a dense array of [`DENSE_BUCKETS`] counters
-/// (64 KiB, allocated on first use) for the common small values, plus one
-/// map entry per distinct bucket beyond it;
+/// (64 KiB, allocated on first use; up to [`DENSE_MAX`], 512 KiB, when
+/// larger values come) for the common small values, the pending
+/// HdrHistogram counts (as far as the largest value below
+/// [`PENDING_LIMIT`] needs, at most ~150 KiB), plus one map entry per
+/// distinct bucket beyond the dense array;
 /// with 1 µs buckets and values up to 1 s that is at most 10⁶ entries, and
 /// in practice a few thousand. It never grows with the number of samples.
 #[derive(Clone, Debug)]
@@ -145,7 +154,8 @@ pub struct Recorder {
     hdr_pending: Vec<u64>,
     /// Samples in `hdr_pending`.
     pending: u64,
-    /// Counts of bucket indices below [`DENSE_BUCKETS`]: a map insert per
+    /// Counts of bucket indices below its length (at most [`DENSE_MAX`]):
+    /// a map insert per
     /// sample was most of the simulator's time, an array increment is not.
     dense: Vec<u64>,
     /// Buckets at or beyond the dense range, keyed by lower bound in ns.
@@ -185,7 +195,9 @@ impl Recorder {
         self
     }
 
-    #[inline]
+    // Always inlined: the simulator records three values per job and the
+    // call cost as much as the counting; the rare paths are out of line.
+    #[inline(always)]
     pub fn record(&mut self, v: Nanos) {
         let x = v.0;
         // HdrHistogram cannot hold 0 with a lowest bound of 1; a 0 ns value
@@ -199,13 +211,19 @@ impl Recorder {
             self.hdr_pending[i] += 1;
             self.pending += 1;
         } else {
-            let _ = self.hdr.record(h);
+            self.record_large(h);
         }
         self.add_bucket(x, 1);
         self.count += 1;
         self.sum += x as u128;
         self.min = self.min.min(x);
         self.max = self.max.max(x);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_large(&mut self, h: u64) {
+        let _ = self.hdr.record(h);
     }
 
     #[cold]
@@ -342,7 +360,7 @@ impl Recorder {
     }
 
     /// Counts `n` samples in the fixed-width bucket holding `value_ns`.
-    #[inline]
+    #[inline(always)]
     fn add_bucket(&mut self, value_ns: u64, n: u64) {
         // A division by a constant is a multiply; by a field, a slow divide.
         let idx = if self.bucket_ns == DEFAULT_BUCKET_NS {
@@ -350,14 +368,29 @@ impl Recorder {
         } else {
             value_ns / self.bucket_ns
         };
-        if idx < DENSE_BUCKETS as u64 {
-            if self.dense.is_empty() {
-                self.dense = vec![0; DENSE_BUCKETS];
+        if idx < DENSE_MAX as u64 {
+            if idx as usize >= self.dense.len() {
+                self.grow_dense(idx as usize);
             }
             self.dense[idx as usize] += n;
         } else {
-            *self.sparse.entry(idx * self.bucket_ns).or_default() += n;
+            self.add_sparse(idx, n);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn add_sparse(&mut self, idx: u64, n: u64) {
+        *self.sparse.entry(idx * self.bucket_ns).or_default() += n;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_dense(&mut self, idx: usize) {
+        let len = (idx + 1)
+            .next_power_of_two()
+            .clamp(DENSE_BUCKETS, DENSE_MAX);
+        self.dense.resize(len, 0);
     }
 
     /// Non-empty buckets as `(lower_ns, count)` in increasing order: the
@@ -438,7 +471,16 @@ mod tests {
     #[test]
     fn dense_and_sparse_ranges_meet_in_order() {
         let mut r = Recorder::new(Nanos(1000));
-        for v in [50_000_000u64, 8_192_000, 8_191_999, 0, 8_192_000] {
+        for v in [
+            50_000_000u64,
+            8_192_000,
+            8_191_999,
+            0,
+            8_192_000,
+            65_535_999,
+            65_536_000,
+            100_000_000,
+        ] {
             r.record(Nanos(v));
         }
         let mut o = Recorder::new(Nanos(1000));
@@ -447,7 +489,15 @@ mod tests {
         let h = r.to_series("x", Metric::Latency).histogram;
         assert_eq!(
             h.buckets,
-            vec![(0, 1), (8_191_000, 2), (8_192_000, 2), (50_000_000, 1)]
+            vec![
+                (0, 1),
+                (8_191_000, 2),
+                (8_192_000, 2),
+                (50_000_000, 1),
+                (65_535_000, 1),
+                (65_536_000, 1),
+                (100_000_000, 1)
+            ]
         );
         let back = Recorder::from_series(&r.to_series("x", Metric::Latency)).unwrap();
         assert_eq!(back.to_series("x", Metric::Latency).histogram, h);
