@@ -646,6 +646,10 @@ impl Scheduler {
 
     /// Chooses who runs from `now`, after charging the time since the last
     /// call. Deterministic: ties go to the earliest-released thread.
+    ///
+    /// Inlined into the caller with the priority-only path: the simulator
+    /// picks twice per job, and the calls cost as much as the decision.
+    #[inline]
     pub fn pick(&mut self, now: Nanos) -> Decision {
         if self.servers.is_empty() && self.edf_threads == 0 {
             return self.pick_by_priority(now);
@@ -654,6 +658,7 @@ impl Scheduler {
     }
 
     /// [`Scheduler::pick`] through every band.
+    #[inline(never)]
     fn pick_any(&mut self, now: Nanos) -> Decision {
         self.advance(now);
         let prev = self.current;
@@ -740,6 +745,7 @@ impl Scheduler {
     /// threads exist (no reservation, no EDF thread): the same decision
     /// without the other bands' bookkeeping, which is most of the cost of a
     /// pick between two or three threads.
+    #[inline]
     fn pick_by_priority(&mut self, now: Nanos) -> Decision {
         // `advance` with no server to charge or roll.
         self.stolen_all = Nanos::ZERO;
@@ -747,7 +753,11 @@ impl Scheduler {
         if now > self.last {
             self.last = now;
         }
-        let (thread, equal_waiting) = self.best_fixed(now, false);
+        let (thread, equal_waiting) = if self.distinct_priorities && self.locks.is_empty() {
+            (self.highest_priority(), false)
+        } else {
+            self.best_fixed(now, false)
+        };
         if thread != self.current {
             self.slice_start = now;
         }
@@ -843,7 +853,7 @@ impl Scheduler {
     }
 
     /// [`Scheduler::best_fixed`] when no two candidates can tie.
-    #[inline]
+    #[inline(always)]
     fn highest_priority(&self) -> Option<ThreadId> {
         let mut best: Option<(i32, ThreadId)> = None;
         for (i, th) in self.threads.iter().enumerate() {
