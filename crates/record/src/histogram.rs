@@ -6,8 +6,7 @@
 //! that merges losslessly across runs and machines. The probes' hot loops
 //! only call [`Recorder::record`], which is O(1) and allocation-free after
 //! warm-up except when a value lands beyond the dense range (rare: a bucket
-//! index past [`DENSE_MAX`] goes to a map; one past [`DENSE_BUCKETS`]
-//! grows the dense array once).
+//! index past [`DENSE_MAX`] goes to a map).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -27,10 +26,11 @@ pub const DEFAULT_BUCKET_NS: u64 = 1_000;
 /// gap and interval sample lands here.
 pub const DENSE_BUCKETS: usize = 8192;
 
-/// How far the flat array grows when values beyond [`DENSE_BUCKETS`] come
-/// (65.5 ms at 1 µs, 512 KiB): the responses and intervals of tasks with
-/// periods of tens of milliseconds would otherwise each be a map update.
-const DENSE_MAX: usize = 65_536;
+/// How far the flat array may grow. Growing it to 65.5 ms (512 KiB) saved
+/// map updates for tasks with long periods but cost more in zeroed pages
+/// than it saved on the 20-task SimSo set (RSS 18 -> 42 MB, wall time up),
+/// so it stays at [`DENSE_BUCKETS`], allocated whole on first use.
+const DENSE_MAX: usize = DENSE_BUCKETS;
 
 /// Sparse fixed-width histogram: `buckets` holds `[lower_ns, count]` pairs
 /// in increasing order, only for non-empty buckets.
@@ -89,9 +89,10 @@ impl Histogram {
 
 /// Values below this are counted in [`Recorder`]'s own copy of the
 /// HdrHistogram count layout and folded into the HdrHistogram when read
-/// (268 ms: the intervals of periodic tasks up to 200 ms included). The copy
-/// grows only as far as the largest value recorded.
-const PENDING_LIMIT: u64 = 1 << 28;
+/// (16.8 ms; larger ones go to the HdrHistogram directly). The copy grows
+/// only as far as the largest value recorded; a larger limit cost more in
+/// zeroed pages than it saved on the 20-task SimSo set.
+const PENDING_LIMIT: u64 = 1 << 24;
 
 /// The HdrHistogram layout at 3 significant digits and unit 1 ns: 2048
 /// sub-buckets, the lower half of each bucket after the first unused.
@@ -139,10 +140,9 @@ fn fold_pending(h: &mut hdrhistogram::Histogram<u64>, pending: &[u64]) {
 ///
 /// Memory: the HdrHistogram (auto-resizing, ~40 KiB per decade of range
 /// at 3 significant digits), a dense array of [`DENSE_BUCKETS`] counters
-/// (64 KiB, allocated on first use; up to [`DENSE_MAX`], 512 KiB, when
-/// larger values come) for the common small values, the pending
+/// (64 KiB, allocated on first use) for the common small values, the pending
 /// HdrHistogram counts (as far as the largest value below
-/// [`PENDING_LIMIT`] needs, at most ~150 KiB), plus one map entry per
+/// [`PENDING_LIMIT`] needs, at most ~120 KiB), plus one map entry per
 /// distinct bucket beyond the dense array;
 /// with 1 µs buckets and values up to 1 s that is at most 10⁶ entries, and
 /// in practice a few thousand. It never grows with the number of samples.
