@@ -66,7 +66,7 @@ pub fn render(inputs: &[Input]) -> Result<Vec<u8>, ReportError> {
             } else {
                 r.duration_ns.to_std()
             };
-            w.write_histogram(rec.hdr(), offset.to_std(), dur, Tag::new(&tag))
+            w.write_histogram(&rec.hdr(), offset.to_std(), dur, Tag::new(&tag))
                 .map_err(|e| ReportError::Input(format!("series {}: {e:?}", s.name)))?;
             written += 1;
         }

@@ -252,6 +252,11 @@ pub struct Scheduler {
     /// EDF threads added: without any, [`Scheduler::pick`] skips the EDF
     /// band's scan (the simulator picks millions of times per second).
     edf_threads: usize,
+    /// No two fixed-priority or time-sharing threads share a base priority.
+    /// Without locks (nothing raises a priority then) no two candidates
+    /// of [`Scheduler::best_fixed`] can tie, so neither slice rotation nor
+    /// the ready order can matter, and it skips both.
+    distinct_priorities: bool,
 }
 
 impl Scheduler {
@@ -272,6 +277,7 @@ impl Scheduler {
             closed: Vec::new(),
             reserved_fraction: 0.0,
             edf_threads: 0,
+            distinct_priorities: true,
         };
         if let Some((amount, period)) = s.cfg.timeshare_reservation {
             let f = amount.0 as f64 / period.0.max(1) as f64;
@@ -357,6 +363,14 @@ impl Scheduler {
             Class::Edf => (Band::Edf, 0),
             Class::Reserved(_) => (Band::Reserved, 0),
         };
+        if band.by_priority()
+            && self
+                .threads
+                .iter()
+                .any(|t| t.band.by_priority() && t.base == base)
+        {
+            self.distinct_priorities = false;
+        }
         self.threads.push(Thread {
             band,
             base,
@@ -632,6 +646,10 @@ impl Scheduler {
 
     /// Chooses who runs from `now`, after charging the time since the last
     /// call. Deterministic: ties go to the earliest-released thread.
+    ///
+    /// Inlined into the caller with the priority-only path: the simulator
+    /// picks twice per job, and the calls cost as much as the decision.
+    #[inline]
     pub fn pick(&mut self, now: Nanos) -> Decision {
         if self.servers.is_empty() && self.edf_threads == 0 {
             return self.pick_by_priority(now);
@@ -640,6 +658,7 @@ impl Scheduler {
     }
 
     /// [`Scheduler::pick`] through every band.
+    #[inline(never)]
     fn pick_any(&mut self, now: Nanos) -> Decision {
         self.advance(now);
         let prev = self.current;
@@ -726,6 +745,7 @@ impl Scheduler {
     /// threads exist (no reservation, no EDF thread): the same decision
     /// without the other bands' bookkeeping, which is most of the cost of a
     /// pick between two or three threads.
+    #[inline]
     fn pick_by_priority(&mut self, now: Nanos) -> Decision {
         // `advance` with no server to charge or roll.
         self.stolen_all = Nanos::ZERO;
@@ -733,7 +753,11 @@ impl Scheduler {
         if now > self.last {
             self.last = now;
         }
-        let (thread, equal_waiting) = self.best_fixed(now, false);
+        let (thread, equal_waiting) = if self.distinct_priorities && self.locks.is_empty() {
+            (self.highest_priority(), false)
+        } else {
+            self.best_fixed(now, false)
+        };
         if thread != self.current {
             self.slice_start = now;
         }
@@ -773,6 +797,9 @@ impl Scheduler {
     /// priority (what [`Scheduler::has_equal_waiting`] would answer for
     /// it, without a second scan).
     fn best_fixed(&mut self, now: Nanos, timeshare_only: bool) -> (Option<ThreadId>, bool) {
+        if self.distinct_priorities && self.locks.is_empty() && !timeshare_only {
+            return (self.highest_priority(), false);
+        }
         let mut best: Option<(i32, u64, ThreadId)> = None;
         // Candidates seen at the best priority so far.
         let mut at_best = 0u32;
@@ -823,6 +850,18 @@ impl Scheduler {
             }
         }
         (best.map(|b| b.2), at_best > 1)
+    }
+
+    /// [`Scheduler::best_fixed`] when no two candidates can tie.
+    #[inline(always)]
+    fn highest_priority(&self) -> Option<ThreadId> {
+        let mut best: Option<(i32, ThreadId)> = None;
+        for (i, th) in self.threads.iter().enumerate() {
+            if th.runnable && th.band.by_priority() && best.is_none_or(|b| th.base > b.0) {
+                best = Some((th.base, i));
+            }
+        }
+        best.map(|b| b.1)
     }
 
     fn best_soft(&self) -> Option<ThreadId> {
@@ -1044,6 +1083,53 @@ mod tests {
     /// the same state and decide exactly as the general path, through
     /// releases, blocks, stolen time, slice ends and locks of every
     /// protocol.
+    #[test]
+    fn distinct_priorities_decide_as_the_tie_aware_scan() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut a = Scheduler::new(SchedConfig {
+            quantum: ms(2),
+            ..Default::default()
+        })
+        .unwrap();
+        for p in [5u8, 24, 10, 1] {
+            a.add_thread(Class::Fixed { priority: p }).unwrap();
+        }
+        a.add_thread(Class::TimeShare).unwrap();
+        assert!(a.distinct_priorities);
+        let mut b = a.clone();
+        b.distinct_priorities = false;
+        let mut now = Nanos::ZERO;
+        for step in 0..5000 {
+            now += Nanos(rnd(3_000_000));
+            let t = rnd(5) as usize;
+            match rnd(3) {
+                0 => {
+                    a.on_release(now, t, None);
+                    b.on_release(now, t, None);
+                }
+                1 => {
+                    a.on_block(now, t);
+                    b.on_block(now, t);
+                }
+                _ => {}
+            }
+            assert_eq!(a.pick(now), b.pick(now), "decisions differ at step {step}");
+            assert_eq!(
+                format!("{a:?}").replace("distinct_priorities: true", "-"),
+                format!("{b:?}").replace("distinct_priorities: false", "-"),
+                "states differ at step {step}"
+            );
+        }
+        a.add_thread(Class::TimeShare).unwrap();
+        assert!(!a.distinct_priorities, "two time-sharing threads tie");
+    }
+
     #[test]
     fn priority_fast_path_decides_as_the_general_pick() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;

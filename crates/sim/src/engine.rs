@@ -1456,13 +1456,14 @@ impl Sim {
             return;
         }
         let total = sample(&t.exec, &mut t.rng);
-        match t.critical.clone() {
+        match &t.critical {
             None => {
                 t.segs[0] = Seg::Compute(total);
                 t.nseg = 1;
             }
             Some((l, at, hold)) => {
-                let h = sample(&hold, &mut t.rng);
+                let (l, at) = (*l, *at);
+                let h = sample(hold, &mut t.rng);
                 let post = total.saturating_sub(at + h);
                 t.segs = [
                     Seg::Compute(at),
@@ -2091,6 +2092,13 @@ impl Sim {
             if let Some(ti) = self.cpus[c].running {
                 self.trace_thread(c, ti);
             }
+        }
+        // Fold the recorders' pending counts once here rather than in a
+        // copy at every read of the outcome.
+        for t in &mut self.tasks {
+            t.stats.latency.settle();
+            t.stats.interval.settle();
+            t.stats.response.settle();
         }
         for s in &mut self.streams {
             if let Some(p) = s.paused_since.take() {
