@@ -153,7 +153,20 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     let service = b.service();
     let per_s = 1e9 / service.0 as f64;
     let rate = p.probability * per_s;
-    let q = queue::forecast(&m.tail, m.stall_times.as_ref(), b);
+    let q = match &m.gap_stalls {
+        None => queue::forecast(&m.tail, m.stall_times.as_ref(), b),
+        Some(g) => {
+            let wake = queue::StallModel::from_tail(&m.tail);
+            let st = queue::StallModel::from_gaps(
+                &g.gaps,
+                g.running_ns,
+                g.gap_threshold_ns,
+                &g.series,
+                &wake,
+            );
+            queue::forecast_with(&m.tail, &st, m.stall_times.as_ref(), b)
+        }
+    };
     let mut assumptions = queue::assumptions(&q);
     if m.sample_period_ns != service {
         assumptions.push(format!(
@@ -219,11 +232,15 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         extrapolated: p.extrapolated,
         formula: format!(
             "D_k = finish_k − k·t; D_k+1 = max(L, D_k − t) + c + S, underrun when D > (n−1)·t = {}; \
-             L from the record, S = stalls (λ = {:.1}/s) with lengths from the record's \
-             exceedance slope, arriving {}; P(underrun) = {:.3e} per wake-up → MTTF {}. \
+             L from the record, S = stalls (λ = {:.1}/s) with lengths from {}, arriving {}; \
+             P(underrun) = {:.3e} per wake-up → MTTF {}. \
              Seed 002: slack = (n−1)·t − c = ({}−1)·{} − {} = {}; MTTF = s / P(latency > slack) = {} / {:.3e}",
             b.buffer_len * (b.buffers.saturating_sub(1) as u64),
             q.stalls.rate_per_s,
+            match &q.stalls.noise {
+                None => "the record's exceedance slope".to_string(),
+                Some(ns) => format!("the noise record's gap histogram {}", ns.series),
+            },
             if q.renewal.is_some() {
                 "as a renewal process read from the spike log's time stamps"
             } else {

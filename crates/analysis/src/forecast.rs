@@ -81,7 +81,36 @@ pub struct TailModel {
     /// When the stalls came (the record's spike log), for the queue
     /// model's renewal arrivals; None: Poisson.
     pub stall_times: Option<crate::queue::StallTimes>,
+    /// Stalls measured by a running thread (a noise record's gaps): when
+    /// set, the queue model takes its stall term from here instead of
+    /// inferring it from this series' tail; None keeps the inference.
+    pub gap_stalls: Option<GapStalls>,
     boot: Vec<GpdFit>,
+}
+
+/// A noise record's gap histogram for one CPU, as the queue model's
+/// stall term reads it (`StallModel::from_gaps`).
+#[derive(Clone, Debug)]
+pub struct GapStalls {
+    pub series: String,
+    pub gaps: Tail,
+    /// Observed minus stolen time of the polling loop.
+    pub running_ns: Nanos,
+    pub gap_threshold_ns: Nanos,
+}
+
+impl GapStalls {
+    /// From a record's gap series `s` and its `stolen[]` entry for the
+    /// same CPU (None when the record has no such entry).
+    pub fn from_record(rec: &Record, s: &Series) -> Option<GapStalls> {
+        let st = rec.stolen.iter().find(|x| Some(x.cpu) == s.cpu)?;
+        Some(GapStalls {
+            series: s.name.clone(),
+            gaps: Tail::from_series(s),
+            running_ns: Nanos(st.observed_ns.0.saturating_sub(st.total_ns.0)),
+            gap_threshold_ns: st.threshold_ns,
+        })
+    }
 }
 
 impl TailModel {
@@ -116,6 +145,7 @@ impl TailModel {
             fit_note: None,
             fit_quality: None,
             stall_times: None,
+            gap_stalls: None,
             boot: Vec::new(),
         };
         m.fit_tail();

@@ -75,9 +75,34 @@ pub struct StallModel {
     /// Fraction of time the CPU is taken by such stalls (λ·E[G]).
     pub time_fraction: f64,
     /// (length, share of stalls), ascending: the vertices of the
-    /// least concave majorant of the latency CDF.
+    /// least concave majorant of the latency CDF (or, from a noise
+    /// record, the gap histogram's buckets).
     #[serde(skip)]
     pub lengths: Vec<(f64, f64)>,
+    /// Set when the stalls were counted by a running thread (a noise
+    /// record's gap histogram) instead of inferred from the latency tail;
+    /// absent (and not serialized) otherwise, so forecasts without a
+    /// noise record are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise: Option<NoiseStalls>,
+}
+
+/// Where a stall model measured from a running thread came from: a
+/// sleeping thread's latency tail cannot tell the cost of waking it from
+/// time stolen while it runs (docs/forecast.md §3.4), a busy loop that
+/// timestamps its own gaps measures only the latter.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NoiseStalls {
+    /// The noise record's gap series, e.g. `cpu0.gap`.
+    pub series: String,
+    /// Gaps above the probe's threshold (the histogram's count).
+    pub gaps: u64,
+    /// Time the polling loop ran and was not stolen: the denominator of
+    /// the rate, because a compute of c meets stalls per unit of its own
+    /// running time.
+    pub running_ns: Nanos,
+    /// The probe's stolen-gap threshold: shorter steps were not counted.
+    pub gap_threshold_ns: Nanos,
 }
 
 impl StallModel {
@@ -152,6 +177,58 @@ impl StallModel {
             mean_ns,
             time_fraction: lambda_per_ns * mean_ns,
             lengths,
+            noise: None,
+        }
+    }
+
+    /// The stall process as a running thread measured it: `gaps` is the
+    /// noise probe's histogram of stolen intervals (all above its
+    /// threshold), `running_ns` the loop's observed time minus the stolen
+    /// total. Rate = gaps / running time, lengths = the histogram's
+    /// buckets, each at its middle (capped at the maximum): gaps are a
+    /// few µs, so the upper edge the chain uses for latencies would add
+    /// ~0.5 µs to each, 5–25 % of the stolen time, all of it bias. No
+    /// residual-life inference. `wake` (the timer tail's own model) only
+    /// lends its median and threshold, which split the timer's wake-ups
+    /// into quiet and stalled ones (a step whose wake-up was already late
+    /// by a stall is not charged another).
+    pub fn from_gaps(
+        gaps: &Tail,
+        running_ns: Nanos,
+        gap_threshold_ns: Nanos,
+        series: &str,
+        wake: &StallModel,
+    ) -> StallModel {
+        let n = gaps.n;
+        let mut lengths = Vec::new();
+        if n > 0 {
+            for &(lo, cnt) in gaps.buckets() {
+                if cnt == 0 {
+                    continue;
+                }
+                let len = (lo + gaps.bucket_ns / 2).min(gaps.max.0.max(lo));
+                lengths.push((len as f64, cnt as f64 / n as f64));
+            }
+        }
+        let rate_per_s = if running_ns.is_zero() {
+            0.0
+        } else {
+            n as f64 / running_ns.as_secs_f64()
+        };
+        let mean_ns: f64 = lengths.iter().map(|(l, s)| l * s).sum();
+        StallModel {
+            base_ns: wake.base_ns,
+            threshold_ns: wake.threshold_ns,
+            rate_per_s,
+            mean_ns,
+            time_fraction: rate_per_s * mean_ns / 1e9,
+            lengths,
+            noise: Some(NoiseStalls {
+                series: series.to_string(),
+                gaps: n,
+                running_ns,
+                gap_threshold_ns,
+            }),
         }
     }
 }
@@ -836,18 +913,36 @@ pub fn assumptions(q: &QueueForecast) -> Vec<String> {
         "each wake-up's latency is an independent draw from the record (wake-ups of a thread \
          that slept as long as the probe did)"
             .to_string(),
-        format!(
-            "stalls during the compute: latencies from {} (the median {} + 2 × (p90 − p10)) up are read as \
-             a stall process through the residual-life relation, f_L(b + y) = λ·P(G > y): here \
-             {:.1} stalls/s of mean length {:.0} µs ({:.2} % of the CPU); a compute of c is hit \
-             by a Poisson(λ·c) number of them, each adding its whole length, unless its own \
-             wake-up was already late by a stall (at most one stall per step)",
-            q.stalls.threshold_ns,
-            q.stalls.base_ns,
-            q.stalls.rate_per_s,
-            q.stalls.mean_ns / 1e3,
-            q.stalls.time_fraction * 100.0
-        ),
+        match &q.stalls.noise {
+            None => format!(
+                "stalls during the compute: latencies from {} (the median {} + 2 × (p90 − p10)) up are read as \
+                 a stall process through the residual-life relation, f_L(b + y) = λ·P(G > y): here \
+                 {:.1} stalls/s of mean length {:.0} µs ({:.2} % of the CPU); a compute of c is hit \
+                 by a Poisson(λ·c) number of them, each adding its whole length, unless its own \
+                 wake-up was already late by a stall (at most one stall per step)",
+                q.stalls.threshold_ns,
+                q.stalls.base_ns,
+                q.stalls.rate_per_s,
+                q.stalls.mean_ns / 1e3,
+                q.stalls.time_fraction * 100.0
+            ),
+            Some(ns) => format!(
+                "stalls during the compute from the noise record's {} (time stolen from a running \
+                 thread, not inferred from the latency tail): {} gaps above {} in {} of running \
+                 time, {:.1} stalls/s of mean length {:.1} µs ({:.2} % of the CPU); a compute of c \
+                 is hit by a Poisson(λ·c) number of them, each adding its whole length, unless its \
+                 own wake-up was already late by a stall (latency above {}, at most one stall per \
+                 step); stolen steps shorter than the noise threshold are not counted",
+                ns.series,
+                ns.gaps,
+                ns.gap_threshold_ns,
+                ns.running_ns,
+                q.stalls.rate_per_s,
+                q.stalls.mean_ns / 1e3,
+                q.stalls.time_fraction * 100.0,
+                q.stalls.threshold_ns,
+            ),
+        },
         match &q.renewal {
             None => "stalls in successive steps are independent (Poisson arrivals): the record's \
                      spike log has no time stamps, or too few stalls to tell"
@@ -870,9 +965,15 @@ pub fn assumptions(q: &QueueForecast) -> Vec<String> {
                 r.ages - 1
             ),
         },
-        "on a virtual machine part of the latency tail is the cost of waking a halted vCPU, \
-         which a computing thread never pays: there the stall term errs towards more underruns"
-            .to_string(),
+        if q.stalls.noise.is_none() {
+            "on a virtual machine part of the latency tail is the cost of waking a halted vCPU, \
+             which a computing thread never pays: there the stall term errs towards more underruns"
+                .to_string()
+        } else {
+            "the noise record was taken under the same conditions (CPU, load) as the consumer \
+             runs in: its stall rate is not scaled"
+                .to_string()
+        },
         format!(
             "evaluated exactly on a {} grid (values rounded up) in {} iterations{}",
             q.grid_ns,
@@ -923,7 +1024,99 @@ mod tests {
             mean_ns: 0.0,
             time_fraction: 0.0,
             lengths: Vec::new(),
+            noise: None,
         }
+    }
+
+    fn gaps_of(values: impl IntoIterator<Item = u64>) -> Tail {
+        let mut r = Recorder::new(Nanos(1000));
+        for v in values {
+            r.record(Nanos(v));
+        }
+        Tail::from_series(&r.to_series("cpu0.gap", Metric::Gap))
+    }
+
+    /// 1000 gaps of 20 µs in 10 s of running time: 100 stalls/s of 20 µs,
+    /// 0.2 % of the CPU, all of one length; the timer's model only lends
+    /// its split of wake-ups.
+    #[test]
+    fn gap_histogram_gives_rate_mean_and_fraction() {
+        let wake = StallModel::from_tail(&tail_of((0..10_000u64).map(|i| 5_000 + i % 3 * 1000)));
+        let g = gaps_of(std::iter::repeat_n(20_000u64, 1000));
+        let st = StallModel::from_gaps(&g, Nanos::from_secs(10), Nanos(1000), "cpu0.gap", &wake);
+        assert!((st.rate_per_s - 100.0).abs() < 1e-9, "{st:?}");
+        assert!((st.mean_ns - 20_000.0).abs() < 1e-9, "{st:?}");
+        assert!((st.time_fraction - 0.002).abs() < 1e-12, "{st:?}");
+        assert_eq!(st.lengths, vec![(20_000.0, 1.0)]);
+        assert_eq!(st.threshold_ns, wake.threshold_ns);
+        let ns = st.noise.as_ref().unwrap();
+        assert_eq!((ns.gaps, ns.running_ns), (1000, Nanos::from_secs(10)));
+        // Two lengths: shares by count, mean by both.
+        let g = gaps_of((0..400u64).map(|i| if i % 4 == 0 { 1_000_000 } else { 10_000 }));
+        let st = StallModel::from_gaps(&g, Nanos::from_secs(4), Nanos(1000), "cpu0.gap", &wake);
+        assert!((st.rate_per_s - 100.0).abs() < 1e-9);
+        // 10 µs sits in the bucket [10, 11) µs: its middle; 1 ms is the
+        // maximum, which caps its bucket's middle.
+        assert_eq!(st.lengths, vec![(10_500.0, 0.75), (1_000_000.0, 0.25)]);
+        assert!(
+            (st.mean_ns - (0.25 * 1e6 + 0.75 * 10_500.0)).abs() < 1e-6,
+            "{st:?}"
+        );
+        assert!((st.time_fraction - 100.0 * 257_875.0 / 1e9).abs() < 1e-12);
+    }
+
+    /// A noise record with no gaps: nothing is stolen, so the forecast is
+    /// the no-stall one exactly, whatever the timer's own tail suggests.
+    #[test]
+    fn zero_gaps_is_the_no_stall_forecast() {
+        let t = tail_of((0..20_000u64).map(|i| match i % 50 {
+            0 => 700_000,
+            1 => 300_000,
+            _ => 5_000 + i % 7 * 1000,
+        }));
+        let wake = StallModel::from_tail(&t);
+        assert!(
+            wake.rate_per_s > 0.0,
+            "the tail alone infers stalls: {wake:?}"
+        );
+        let st = StallModel::from_gaps(
+            &gaps_of(std::iter::empty()),
+            Nanos::from_secs(20),
+            Nanos(1000),
+            "cpu0.gap",
+            &wake,
+        );
+        assert_eq!(
+            (st.rate_per_s, st.mean_ns, st.time_fraction),
+            (0.0, 0.0, 0.0)
+        );
+        for n in [2, 3] {
+            let b = Buffering::new(n, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+            let with = forecast_with(&t, &st, None, &b);
+            let none = forecast_with(&t, &no_stalls(), None, &b);
+            assert_eq!(with.underrun_probability, none.underrun_probability);
+            assert_eq!(with.rate_per_s, none.rate_per_s);
+            assert_eq!(with.stall_mean_ns, 0.0);
+            // And differs from the inferred stall term.
+            let inferred = forecast(&t, None, &b);
+            assert!(inferred.underrun_probability > with.underrun_probability);
+        }
+    }
+
+    /// Stalls measured as 1 ms gaps at 10/s, wake-ups on time: a 0.5 ms
+    /// compute with 0.5 ms of slack underruns exactly when a stall falls
+    /// into it, P = 1 − exp(−λ·c) = 1 − e^−0.005.
+    #[test]
+    fn measured_stalls_in_the_compute_closed_form() {
+        let t = tail_of(std::iter::repeat_n(0u64, 10_000));
+        let wake = StallModel::from_tail(&t);
+        let g = gaps_of(std::iter::repeat_n(1_000_000u64, 100));
+        let st = StallModel::from_gaps(&g, Nanos::from_secs(10), Nanos(1000), "cpu0.gap", &wake);
+        let b = Buffering::new(2, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let q = forecast_with(&t, &st, None, &b);
+        let want = 1.0 - (-0.005f64).exp();
+        assert!((q.underrun_probability - want).abs() < 1e-9, "{q:?}");
+        assert!(assumptions(&q).iter().any(|a| a.contains("cpu0.gap")));
     }
 
     /// Without stalls and with c → 0, n = 2 is seed 002's formula:
@@ -1049,6 +1242,7 @@ mod tests {
             mean_ns: 65_000.0,
             time_fraction: 300.0 * 65e-6,
             lengths: vec![(65_000.0, 1.0)],
+            noise: None,
         };
         for len in [
             Nanos::from_ms(1),

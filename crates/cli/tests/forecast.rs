@@ -358,3 +358,154 @@ fn injector_forecast_matches_closed_form_and_real_consumer() {
     );
     assert!((0.5..=2.0).contains(&r), "observed/predicted {r}: {c}");
 }
+
+/// `write_record` on CPU 0, plus (optionally) a noise gap series for
+/// CPU 0: `gaps` gaps of `gap_us` in `running_s` seconds of running time.
+fn noise_parts(gaps: u64, gap_us: u64, running_s: u64) -> (punctual_record::Series, Value) {
+    let mut g = Recorder::new(Nanos(1000));
+    for _ in 0..gaps {
+        g.record(Nanos::from_us(gap_us));
+    }
+    let mut s = g.to_series("cpu0.gap", Metric::Gap);
+    s.cpu = Some(0);
+    let total = gaps * gap_us * 1000;
+    let observed = running_s * 1_000_000_000 + total;
+    let stolen = serde_json::json!({
+        "cpu": 0, "observed_ns": observed, "total_ns": total,
+        "fraction": total as f64 / observed as f64, "intervals": gaps,
+        "max_ns": if gaps > 0 { gap_us * 1000 } else { 0 }, "threshold_ns": 1000,
+    });
+    (s, stolen)
+}
+
+fn write_timer_cpu0(dir: &Path, with_gaps: Option<(u64, u64, u64)>) -> PathBuf {
+    let p = write_record(dir);
+    let mut rec = Record::read(&p).unwrap();
+    rec.series[0].cpu = Some(0);
+    if let Some((n, us, s)) = with_gaps {
+        let (gs, st) = noise_parts(n, us, s);
+        rec.series.push(gs);
+        rec.stolen.push(serde_json::from_value(st).unwrap());
+    }
+    let p = dir.join(if with_gaps.is_some() {
+        "check.json"
+    } else {
+        "timer.json"
+    });
+    rec.write(&p).unwrap();
+    p
+}
+
+fn write_noise(dir: &Path, cpu: u32, gaps: u64, gap_us: u64, running_s: u64) -> PathBuf {
+    let (mut gs, mut st) = noise_parts(gaps, gap_us, running_s);
+    gs.cpu = Some(cpu);
+    gs.name = format!("cpu{cpu}.gap");
+    st["cpu"] = serde_json::json!(cpu);
+    let mut rec = Record::new(Source::Measured, "noise", Platform::default());
+    rec.duration_ns = Nanos::from_secs(running_s);
+    rec.series.push(gs);
+    rec.stolen.push(serde_json::from_value(st).unwrap());
+    let p = dir.join(format!("noise{cpu}-{gaps}.json"));
+    rec.write(&p).unwrap();
+    p
+}
+
+const BUF: [&str; 6] = [
+    "--buffers",
+    "2",
+    "--buffer-len",
+    "1ms",
+    "--compute",
+    "0.5ms",
+];
+
+/// S from a noise record: its rate is gaps per second of running time,
+/// the source is named in the JSON and the text, and 1 ms stalls at 10/s
+/// add 1 − e^−0.005 underruns per quiet wake-up to the timer-only model.
+#[test]
+fn stalls_from_a_noise_record() {
+    let d = tempfile::tempdir().unwrap();
+    let timer = write_timer_cpu0(d.path(), None);
+    let t = timer.to_str().unwrap();
+    let base = run_json(&[&[t][..], &BUF[..], &["--no-verdicts"]].concat(), d.path());
+    assert!(base["series"][0].get("stall_source").is_none());
+    assert!(base["series"][0]["mttf"]["queue"]["stalls"]
+        .get("noise")
+        .is_none());
+    let noise = write_noise(d.path(), 0, 100, 1000, 10);
+    let n = noise.to_str().unwrap();
+    let j = run_json(
+        &[&[t][..], &BUF[..], &["--no-verdicts", "--stalls", n]].concat(),
+        d.path(),
+    );
+    let s = &j["series"][0];
+    assert_eq!(s["stall_source"]["kind"], "noise gaps");
+    assert_eq!(s["stall_source"]["gaps"], 100);
+    assert_eq!(s["stall_source"]["running_ns"], 10_000_000_000u64);
+    let st = &s["mttf"]["queue"]["stalls"];
+    assert!(
+        (st["rate_per_s"].as_f64().unwrap() - 10.0).abs() < 1e-9,
+        "{st}"
+    );
+    assert!((st["mean_ns"].as_f64().unwrap() - 1e6).abs() < 1e-6, "{st}");
+    let p0 = base["series"][0]["mttf"]["queue"]["underrun_probability"]
+        .as_f64()
+        .unwrap();
+    let p1 = s["mttf"]["queue"]["underrun_probability"].as_f64().unwrap();
+    assert!(p1 > p0 + 0.004 && p1 < p0 + 0.006, "{p0} {p1}");
+    assert!(s["mttf"]["formula"]
+        .as_str()
+        .unwrap()
+        .contains("noise record's gap histogram cpu0.gap"));
+    punctual()
+        .arg("forecast")
+        .arg(t)
+        .args(BUF)
+        .args(["--no-verdicts", "--stalls", n])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "stalls from the noise record's cpu0.gap (100 gaps",
+        ));
+    // No gaps at all: the no-stall forecast (this timer record infers
+    // none either, so the same MTTF).
+    let empty = write_noise(d.path(), 0, 0, 1, 10);
+    let j = run_json(
+        &[
+            &[t][..],
+            &BUF[..],
+            &["--no-verdicts", "--stalls", empty.to_str().unwrap()],
+        ]
+        .concat(),
+        d.path(),
+    );
+    assert_eq!(j["series"][0]["mttf"]["queue"]["stalls"]["rate_per_s"], 0.0);
+    assert_eq!(
+        j["series"][0]["mttf_seconds"],
+        base["series"][0]["mttf_seconds"]
+    );
+    // A noise record of another CPU is refused.
+    let other = write_noise(d.path(), 1, 100, 1000, 10);
+    punctual()
+        .arg("forecast")
+        .arg(t)
+        .args(BUF)
+        .args(["--stalls", other.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no gap series"));
+}
+
+/// A record with both a latency and a gap series for the same CPU (what
+/// `check` writes) uses its own gaps without being asked.
+#[test]
+fn check_record_uses_its_own_gaps() {
+    let d = tempfile::tempdir().unwrap();
+    let rec = write_timer_cpu0(d.path(), Some((100, 1000, 10)));
+    let j = run_json(
+        &[&[rec.to_str().unwrap()][..], &BUF[..], &["--no-verdicts"]].concat(),
+        d.path(),
+    );
+    assert_eq!(j["series"].as_array().unwrap().len(), 1);
+    assert_eq!(j["series"][0]["stall_source"]["series"], "cpu0.gap");
+}

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use punctual_analysis::buffer::{self, Buffering, Compute, Mttf};
-use punctual_analysis::forecast::{Estimate, TailModel, BOOTSTRAP_REPS, BOOTSTRAP_SEED};
+use punctual_analysis::forecast::{Estimate, GapStalls, TailModel, BOOTSTRAP_REPS, BOOTSTRAP_SEED};
 use punctual_analysis::rate::{parse_rate_per_s, parse_usage, Usage};
 use punctual_analysis::sched::{self, SchedReport};
 use punctual_analysis::verdict::{human_secs, verdicts_for};
@@ -55,6 +55,13 @@ pub struct Args {
     /// favour it, so it is not the default).
     #[arg(long, value_name = "MODEL", default_value = "poisson", value_parser = ["poisson", "renewal"])]
     pub arrivals: String,
+    /// Noise record (`punctual noise`, `check`) whose gap histogram for
+    /// the same CPU gives the queue model's stall term S: time stolen from
+    /// a running thread, instead of S inferred from the latency tail
+    /// (docs/forecast.md §3.4). Used automatically when the record itself
+    /// has a gap series for the series' CPU (a `check` record).
+    #[arg(long, value_name = "NOISE_RECORD")]
+    pub stalls: Option<PathBuf>,
     /// Target MTTF for sizing (e.g. 10min, 1h, 1d).
     #[arg(long, value_name = "D", value_parser = opts::positive_duration)]
     pub target: Option<Nanos>,
@@ -185,13 +192,40 @@ fn plan(a: &Args) -> CliResult<Plan> {
 
 pub fn run(a: Args) -> CliResult {
     let p = plan(&a)?;
+    if a.stalls.is_some() && a.arrivals == "renewal" {
+        return Err(CliError::usage(
+            "--stalls and --arrivals renewal do not combine: renewal arrivals are read from the \
+             timer record's spike log, the noise record's stalls arrive as a Poisson process",
+        ));
+    }
+    let noise = match &a.stalls {
+        Some(path) => {
+            let r = Record::read(path)
+                .map_err(|e| CliError::usage(format!("--stalls {}: {e}", path.display())))?;
+            if !r.series.iter().any(|s| s.metric == Metric::Gap) {
+                return Err(CliError::usage(format!(
+                    "--stalls {}: the record has no gap series (take one with `punctual noise`)",
+                    path.display()
+                )));
+            }
+            Some((path.display().to_string(), r))
+        }
+        None => None,
+    };
     let mut out = String::new();
     let mut series_json = Vec::new();
     let mut verdict_json = Vec::new();
     for path in &a.records {
         let rec = Record::read(path).map_err(|e| CliError::usage(e.to_string()))?;
         let shown = path.display().to_string();
-        let models = select(&rec, &shown, a.series.as_deref(), a.arrivals == "renewal")?;
+        let mut models = select(&rec, &shown, a.series.as_deref(), a.arrivals == "renewal")?;
+        attach_stalls(
+            &mut models,
+            &rec,
+            &shown,
+            noise.as_ref(),
+            a.arrivals == "renewal",
+        )?;
         for m in &models {
             let (text, j) = forecast_series(&shown, &rec, m, &a, &p);
             out.push_str(&text);
@@ -307,6 +341,46 @@ fn select(
                 .map_err(|e| CliError::usage(format!("{shown}: {e}")))
         })
         .collect()
+}
+
+/// Gives each latency series the stall term measured by a running thread
+/// on its CPU: from `--stalls` (which must have that CPU), else from the
+/// record itself when it has a gap series for that CPU (a `check`
+/// record; not with renewal arrivals, which read the timer's spike log).
+/// Series of other kinds keep the tail inference.
+fn attach_stalls(
+    models: &mut [TailModel],
+    rec: &Record,
+    shown: &str,
+    noise: Option<&(String, Record)>,
+    renewal: bool,
+) -> CliResult {
+    for m in models.iter_mut() {
+        if m.metric != Metric::Latency {
+            continue;
+        }
+        let cpu = rec.series_named(&m.name).and_then(|s| s.cpu);
+        let find = |r: &Record| {
+            r.series
+                .iter()
+                .filter(|s| s.metric == Metric::Gap && s.cpu.is_some() && s.cpu == cpu)
+                .find_map(|s| GapStalls::from_record(r, s))
+        };
+        m.gap_stalls = match noise {
+            Some((path, r)) => Some(find(r).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--stalls {path}: no gap series with stolen-time totals for the CPU of \
+                     {shown}'s {} ({})",
+                    m.name,
+                    cpu.map(|c| format!("cpu{c}"))
+                        .unwrap_or_else(|| "no CPU".into())
+                ))
+            })?),
+            None if !renewal => find(rec),
+            None => None,
+        };
+    }
+    Ok(())
 }
 
 fn est(e: &Estimate) -> (String, String, String) {
@@ -520,6 +594,20 @@ fn forecast_series(
                     ""
                 }
             ));
+            if let Some(ns) = &q.stalls.noise {
+                o.push_str(&format!(
+                    "    stalls from the noise record's {} ({} gaps in {} of running time), \
+                     not from the latency tail\n",
+                    ns.series, ns.gaps, ns.running_ns
+                ));
+                j["stall_source"] = json!({
+                    "kind": "noise gaps",
+                    "series": ns.series,
+                    "gaps": ns.gaps,
+                    "running_ns": ns.running_ns,
+                    "gap_threshold_ns": ns.gap_threshold_ns,
+                });
+            }
             o.push_str(&format!("    formula: {}\n", r.formula));
             for asm in &r.assumptions {
                 o.push_str(&format!("    assumes: {asm}\n"));

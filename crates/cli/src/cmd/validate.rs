@@ -7,15 +7,23 @@
 //! consumer under the same load for the same time and counts its real
 //! underruns. The two phases run one after the other so they do not
 //! disturb each other; the load is restarted for each.
+//!
+//! Each round also runs the `noise` probe (a busy loop that times its own
+//! stolen intervals) under the same load, and the forecast is made a
+//! second time with the stall term S taken from those gaps instead of
+//! inferred from the timer's tail (docs/forecast.md §3.4): a timer record
+//! cannot tell the cost of waking a sleeping thread from time stolen
+//! from a running one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use punctual_analysis::buffer::{self, Buffering, Compute};
-use punctual_analysis::forecast::TailModel;
+use punctual_analysis::forecast::{GapStalls, TailModel};
 use punctual_analysis::verdict::human_secs;
 use punctual_live::clock::{mono, sleep_until};
 use punctual_live::inject::{NeighborConfig, NoisyNeighbor};
+use punctual_live::noise::{self as noise_probe, NoiseConfig};
 use punctual_live::rt::{pin_to_cpu, set_policy, set_thread_name, Policy};
 use punctual_live::timer::{self as probe, Progress, TimerClock, TimerConfig};
 use punctual_record::{Metric, Recorder};
@@ -54,11 +62,16 @@ pub struct Args {
     /// SCHED_FIFO priority of the probe and the consumer.
     #[arg(long, default_value_t = 95)]
     pub priority: u8,
+    /// Polling time of the noise phase per load (default: --duration),
+    /// split over the rounds like the others.
+    #[arg(long, value_name = "D", value_parser = opts::positive_duration)]
+    pub noise_duration: Option<Nanos>,
     /// Write the results as JSON (atomically).
     #[arg(long, value_name = "PATH")]
     pub json: Option<std::path::PathBuf>,
-    /// Also keep each load's timer record here as `timer-<load>.json`, so
-    /// the forecast can be rerun from it with `punctual forecast`.
+    /// Also keep each load's timer record here as `timer-<load>.json`
+    /// (and its noise record as `noise-<load>.json`), so the forecast can
+    /// be rerun from it with `punctual forecast` (`--stalls`).
     #[arg(long, value_name = "DIR")]
     pub records: Option<std::path::PathBuf>,
 }
@@ -104,6 +117,21 @@ pub struct Case {
     pub within_factor_2: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub injector_bursts: Option<u64>,
+    /// The noise phase: running (observed − stolen) time polled and
+    /// gaps counted.
+    pub noise_running_seconds: f64,
+    pub noise_gaps: u64,
+    pub noise_gap_threshold_ns: Nanos,
+    /// The queue model with S from the noise gaps (L still from the
+    /// timer record).
+    pub noise_stall_rate_per_s: f64,
+    pub noise_stall_time_fraction: f64,
+    pub noise_utilization_ratio: f64,
+    pub noise_forecast_mttf_seconds: Option<f64>,
+    pub predicted_underruns_noise: f64,
+    pub ratio_noise: Option<f64>,
+    /// As `within_factor_2`, for the noise-S forecast.
+    pub within_factor_2_noise: Option<bool>,
 }
 
 pub fn run(a: Args) -> CliResult {
@@ -167,12 +195,14 @@ pub fn run(a: Args) -> CliResult {
         let mut computes: Option<Recorder> = None;
         let mut consumer_late: Option<Recorder> = None;
         let (mut bursts1, mut bursts2) = (0, 0);
+        let noise_phase_len = Nanos(a.noise_duration.unwrap_or(a.duration).0 / a.rounds as u64);
+        let mut np = NoisePhase::default();
         for round in 1..=a.rounds {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
             eprintln!(
-                "validate: load {load}, round {round}/{}: timer probe {phase}, then the buffered consumer {phase}",
+                "validate: load {load}, round {round}/{}: timer probe {phase}, then the buffered consumer {phase}, then the noise probe {noise_phase_len}",
                 a.rounds
             );
             let (tp, n1) = with_load(load, a.cpu, || timer_phase(&a, phase, Arc::clone(&stop)))?;
@@ -202,8 +232,12 @@ pub fn run(a: Args) -> CliResult {
                     None => consumer_late = Some(r),
                 }
             }
+            let (p, n3) = with_load(load, a.cpu, || {
+                noise_phase(&a, noise_phase_len, np.threshold, Arc::clone(&stop))
+            })?;
+            np.add(p);
             bursts1 += n1;
-            bursts2 += n2;
+            bursts2 += n2 + n3;
         }
         let Some(rec) = rec else { break };
         let mut series_rec = rec.to_series(&format!("cpu{}.latency", a.cpu), Metric::Latency);
@@ -221,6 +255,10 @@ pub fn run(a: Args) -> CliResult {
             r.spikes_dropped = spikes_dropped;
             let p = dir.join(format!("timer-{load}.json"));
             r.write(&p)
+                .map_err(|e| CliError::runtime(format!("--records {}: {e}", p.display())))?;
+            let p = dir.join(format!("noise-{load}.json"));
+            np.record(a.cpu)
+                .write(&p)
                 .map_err(|e| CliError::runtime(format!("--records {}: {e}", p.display())))?;
             if let Some(c) = &computes {
                 // The consumer's compute times (c plus whatever stalled
@@ -251,6 +289,16 @@ pub fn run(a: Args) -> CliResult {
         let ratio = (predicted > 0.0).then(|| obs.episodes as f64 / predicted);
         let predicted_seed = f.exceedance_rate_per_s * obs.seconds;
         let ratio_seed = (predicted_seed > 0.0).then(|| obs.episodes as f64 / predicted_seed);
+        // The same forecast with S from the noise phase's gaps.
+        let noise_rec = np.record(a.cpu);
+        let mut noise_model = model.clone();
+        noise_model.gap_stalls = noise_rec
+            .series
+            .first()
+            .and_then(|s| GapStalls::from_record(&noise_rec, s));
+        let fnz = buffer::mttf(&noise_model, &b).map_err(CliError::usage)?;
+        let predicted_noise = fnz.underrun_rate_per_s * obs.seconds;
+        let ratio_noise = (predicted_noise > 0.0).then(|| obs.episodes as f64 / predicted_noise);
         cases.push(Case {
             load: load.to_string(),
             timer_samples: model.tail.n,
@@ -277,6 +325,17 @@ pub fn run(a: Args) -> CliResult {
                 .then(|| ratio.is_some_and(|r| (0.5..=2.0).contains(&r))),
             ratio,
             injector_bursts: (load == "injector").then_some(bursts1 + bursts2),
+            noise_running_seconds: np.observed.0.saturating_sub(np.stolen.0) as f64 / 1e9,
+            noise_gaps: np.gaps.as_ref().map(|g| g.count()).unwrap_or(0),
+            noise_gap_threshold_ns: np.threshold.unwrap_or_default(),
+            noise_stall_rate_per_s: fnz.queue.stalls.rate_per_s,
+            noise_stall_time_fraction: fnz.queue.stalls.time_fraction,
+            noise_utilization_ratio: fnz.queue.utilization_ratio,
+            noise_forecast_mttf_seconds: fnz.mttf_seconds,
+            predicted_underruns_noise: predicted_noise,
+            within_factor_2_noise: (obs.episodes >= 10)
+                .then(|| ratio_noise.is_some_and(|r| (0.5..=2.0).contains(&r))),
+            ratio_noise,
         });
     }
     println!(
@@ -291,7 +350,7 @@ pub fn run(a: Args) -> CliResult {
         a.rounds
     );
     println!(
-        "  {:<9} {:>7} {:>8} {:>8} {:>7} {:>23} {:>9} {:>9} {:>8} {:>6} {:>6} {:>9}",
+        "  {:<9} {:>7} {:>8} {:>8} {:>7} {:>23} {:>9} {:>9} {:>8} {:>6} {:>6} {:>9} | {:>8} {:>9} {:>9} {:>6} {:>9}",
         "load",
         "samples",
         "max",
@@ -303,6 +362,11 @@ pub fn run(a: Args) -> CliResult {
         "observed",
         "ratio",
         "seed",
+        "within×2",
+        "noise/s",
+        "MTTF noise",
+        "pred noise",
+        "ratio",
         "within×2"
     );
     for c in &cases {
@@ -320,7 +384,7 @@ pub fn run(a: Args) -> CliResult {
         };
         let r = |x: Option<f64>| x.map(|r| format!("{r:.2}")).unwrap_or_else(|| "—".into());
         println!(
-            "  {:<9} {:>7} {:>8} {:>8.1} {:>7.3} {:>23} {:>9} {:>9.1} {:>8} {:>6} {:>6} {:>9}",
+            "  {:<9} {:>7} {:>8} {:>8.1} {:>7.3} {:>23} {:>9} {:>9.1} {:>8} {:>6} {:>6} {:>9} | {:>8.1} {:>9} {:>9.1} {:>6} {:>9}",
             c.load,
             c.timer_samples,
             c.timer_max_ns.to_string(),
@@ -332,11 +396,12 @@ pub fn run(a: Args) -> CliResult {
             c.observed_underruns,
             r(c.ratio),
             r(c.ratio_seed),
-            match c.within_factor_2 {
-                Some(true) => "yes",
-                Some(false) => "NO",
-                None => "(<10 obs)",
-            }
+            within(c.within_factor_2),
+            c.noise_stall_rate_per_s,
+            mttf(c.noise_forecast_mttf_seconds),
+            c.predicted_underruns_noise,
+            r(c.ratio_noise),
+            within(c.within_factor_2_noise),
         );
     }
     println!(
@@ -344,7 +409,8 @@ pub fn run(a: Args) -> CliResult {
          docs/forecast.md §3); MTTF seed: s / P(latency > slack) (seed 002); predicted: queue \
          rate × consumer time; observed: wake-ups whose buffer missed its deadline; ratio = \
          observed / predicted (queue, seed); within×2 judges the queue forecast where ≥ 10 were \
-         observed"
+         observed; after |: the queue forecast with S from the noise phase's gaps (noise/s: \
+         stolen intervals per second of running time; L still from the timer record)"
     );
     if let Some(p) = &a.json {
         let doc = json!({
@@ -364,6 +430,139 @@ pub fn run(a: Args) -> CliResult {
         .map_err(|e| CliError::runtime(format!("--json {}: {e}", p.display())))?;
     }
     Ok(())
+}
+
+fn within(w: Option<bool>) -> &'static str {
+    match w {
+        Some(true) => "yes",
+        Some(false) => "NO",
+        None => "(<10 obs)",
+    }
+}
+
+/// Longest stretch the noise probe polls at once, and the rest after it:
+/// a SCHED_FIFO busy loop that ran longer would be stopped by the
+/// kernel's RT throttling (950 ms of every 1 s by default) for ~50 ms,
+/// a gap no consumer using half the CPU ever sees. 450 ms on, 300 ms
+/// off keeps any 1 s window under 750 ms of polling, plus ~100 ms of
+/// the injector.
+const NOISE_CHUNK: Nanos = Nanos(450_000_000);
+const NOISE_REST: Nanos = Nanos(300_000_000);
+
+/// Gaps and times of the noise phases so far.
+#[derive(Default)]
+struct NoisePhase {
+    gaps: Option<Recorder>,
+    observed: Nanos,
+    stolen: Nanos,
+    /// The first chunk's automatic threshold, kept for every later chunk
+    /// so the merged histogram has one threshold.
+    threshold: Option<Nanos>,
+}
+
+impl NoisePhase {
+    fn add(&mut self, o: NoisePhase) {
+        if let Some(g) = o.gaps {
+            match &mut self.gaps {
+                Some(all) => all.merge(&g),
+                None => self.gaps = Some(g),
+            }
+        }
+        self.observed += o.observed;
+        self.stolen += o.stolen;
+        self.threshold = self.threshold.or(o.threshold);
+    }
+
+    /// As a noise record: one gap series and its stolen-time totals.
+    fn record(&self, cpu: u32) -> punctual_record::Record {
+        let mut r = punctual_record::Record::new(
+            punctual_record::Source::Measured,
+            "noise",
+            punctual_record::Platform::default(),
+        );
+        let gaps = self
+            .gaps
+            .clone()
+            .unwrap_or_else(|| Recorder::new(Nanos(punctual_record::DEFAULT_BUCKET_NS)));
+        let mut s = gaps.to_series(&format!("cpu{cpu}.gap"), Metric::Gap);
+        s.cpu = Some(cpu);
+        r.stolen.push(punctual_record::Stolen {
+            cpu,
+            task: None,
+            observed_ns: self.observed,
+            total_ns: self.stolen,
+            fraction: if self.observed.is_zero() {
+                0.0
+            } else {
+                self.stolen.0 as f64 / self.observed.0 as f64
+            },
+            intervals: s.count,
+            max_ns: s.max,
+            threshold_ns: self.threshold.unwrap_or_default(),
+            loop_cost_ns: None,
+            timeline: Default::default(),
+            by_source: Vec::new(),
+            kernel_view: None,
+        });
+        r.series.push(s);
+        r.duration_ns = self.observed;
+        r
+    }
+}
+
+/// One noise phase: the busy loop on the CPU at the consumer's priority,
+/// in chunks of [`NOISE_CHUNK`] with [`NOISE_REST`] between them.
+fn noise_phase(
+    a: &Args,
+    dur: Nanos,
+    threshold: Option<Nanos>,
+    stop: Arc<AtomicBool>,
+) -> CliResult<NoisePhase> {
+    let mut acc = NoisePhase {
+        threshold,
+        ..Default::default()
+    };
+    let mut left = dur;
+    while !left.is_zero() && !stop.load(Ordering::Relaxed) {
+        let chunk = Nanos(left.0.min(NOISE_CHUNK.0));
+        let cfg = NoiseConfig {
+            cpus: vec![a.cpu],
+            policy: Policy::Fifo {
+                priority: a.priority,
+            },
+            duration: chunk,
+            threshold: acc.threshold,
+            max_spikes: 100,
+            lock_memory: true,
+        };
+        let out = noise_probe::run(&cfg, Arc::clone(&stop), Progress::new(1));
+        if !out.realtime {
+            return Err(CliError::runtime(
+                "the noise probe could not run at SCHED_FIFO",
+            ));
+        }
+        let mut rec = punctual_record::Record::new(
+            punctual_record::Source::Measured,
+            "noise",
+            punctual_record::Platform::default(),
+        );
+        out.fill(&mut rec, 100);
+        let (Some(s), Some(st)) = (rec.series.first(), rec.stolen.first()) else {
+            return Err(CliError::runtime("the noise probe returned no data"));
+        };
+        let g = Recorder::from_series(s).map_err(CliError::runtime)?;
+        acc.add(NoisePhase {
+            gaps: Some(g),
+            observed: st.observed_ns,
+            stolen: st.total_ns,
+            threshold: Some(st.threshold_ns),
+        });
+        left = Nanos(left.0 - chunk.0);
+        if !left.is_zero() {
+            std::thread::sleep(NOISE_REST.to_std());
+        }
+    }
+    Ok(acc)
 }
 
 fn mttf(s: Option<f64>) -> String {
