@@ -497,15 +497,23 @@ fn stalls_from_a_noise_record() {
 }
 
 /// A record with both a latency and a gap series for the same CPU (what
-/// `check` writes) uses its own gaps without being asked.
+/// `check` writes) keeps the tail inference unless `--stalls` names it:
+/// a check's gaps may hold RT-throttling stops no consumer sees.
 #[test]
-fn check_record_uses_its_own_gaps() {
+fn check_record_uses_its_own_gaps_only_when_asked() {
     let d = tempfile::tempdir().unwrap();
     let rec = write_timer_cpu0(d.path(), Some((100, 1000, 10)));
+    let r = rec.to_str().unwrap();
+    let j = run_json(&[&[r][..], &BUF[..], &["--no-verdicts"]].concat(), d.path());
+    assert_eq!(j["series"].as_array().unwrap().len(), 1);
+    assert!(
+        j["series"][0]["stall_source"].is_null(),
+        "{}",
+        j["series"][0]
+    );
     let j = run_json(
-        &[&[rec.to_str().unwrap()][..], &BUF[..], &["--no-verdicts"]].concat(),
+        &[&[r][..], &BUF[..], &["--no-verdicts", "--stalls", r]].concat(),
         d.path(),
     );
-    assert_eq!(j["series"].as_array().unwrap().len(), 1);
     assert_eq!(j["series"][0]["stall_source"]["series"], "cpu0.gap");
 }

@@ -58,8 +58,10 @@ pub struct Args {
     /// Noise record (`punctual noise`, `check`) whose gap histogram for
     /// the same CPU gives the queue model's stall term S: time stolen from
     /// a running thread, instead of S inferred from the latency tail
-    /// (docs/forecast.md §3.4). Used automatically when the record itself
-    /// has a gap series for the series' CPU (a `check` record).
+    /// (docs/forecast.md §3.4). May name the forecast record itself (a
+    /// `check` record carries both series). Never used unasked: a `check`
+    /// noise half polls at FIFO for 30 s, so with RT throttling on its gaps
+    /// include the throttled stops, which a consumer never sees.
     #[arg(long, value_name = "NOISE_RECORD")]
     pub stalls: Option<PathBuf>,
     /// Target MTTF for sizing (e.g. 10min, 1h, 1d).
@@ -219,13 +221,7 @@ pub fn run(a: Args) -> CliResult {
         let rec = Record::read(path).map_err(|e| CliError::usage(e.to_string()))?;
         let shown = path.display().to_string();
         let mut models = select(&rec, &shown, a.series.as_deref(), a.arrivals == "renewal")?;
-        attach_stalls(
-            &mut models,
-            &rec,
-            &shown,
-            noise.as_ref(),
-            a.arrivals == "renewal",
-        )?;
+        attach_stalls(&mut models, &rec, &shown, noise.as_ref())?;
         for m in &models {
             let (text, j) = forecast_series(&shown, &rec, m, &a, &p);
             out.push_str(&text);
@@ -344,16 +340,14 @@ fn select(
 }
 
 /// Gives each latency series the stall term measured by a running thread
-/// on its CPU: from `--stalls` (which must have that CPU), else from the
-/// record itself when it has a gap series for that CPU (a `check`
-/// record; not with renewal arrivals, which read the timer's spike log).
-/// Series of other kinds keep the tail inference.
+/// on its CPU, from `--stalls` (which must have that CPU). Without it every
+/// series keeps the tail inference, also on a `check` record that has gaps
+/// of its own (see `stalls` in the options for why).
 fn attach_stalls(
     models: &mut [TailModel],
     rec: &Record,
     shown: &str,
     noise: Option<&(String, Record)>,
-    renewal: bool,
 ) -> CliResult {
     for m in models.iter_mut() {
         if m.metric != Metric::Latency {
@@ -376,7 +370,6 @@ fn attach_stalls(
                         .unwrap_or_else(|| "no CPU".into())
                 ))
             })?),
-            None if !renewal => find(rec),
             None => None,
         };
     }
