@@ -519,12 +519,19 @@ mod tests {
         assert!(journal_path(dir.path(), me).exists());
     }
 
+    /// The tests that create instances take turns: each journals in its
+    /// own directory, so one that mounted tracefs would unmount it under
+    /// the other's live instance (seen in CI as a NotFound on a global
+    /// option file).
+    static TRACEFS_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn instance_is_created_disabled_and_removed() {
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("skipped: needs root for tracefs");
             return;
         }
+        let _turn = TRACEFS_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let was_mounted = find_mount().is_some();
         let mut inst = match Instance::create(dir.path()) {
@@ -564,6 +571,7 @@ mod tests {
             eprintln!("skipped: needs root for tracefs");
             return;
         }
+        let _turn = TRACEFS_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let mut inst = match Instance::create_without_cmdline_recording(dir.path()) {
             Ok(i) => i,
@@ -596,7 +604,18 @@ mod tests {
             .map(|rd| rd.flatten().count() > 1)
             .unwrap_or(false);
         drop(inst);
-        assert_eq!(fs::read_to_string(&opt).unwrap(), before);
+        // An instance that mounted tracefs unmounts it when dropped; the
+        // option lives on in the kernel, so look at it through a mount of
+        // our own.
+        let after = if find_mount().is_some() {
+            fs::read_to_string(&opt)
+        } else {
+            mount_tracefs().unwrap();
+            let r = fs::read_to_string(Path::new(TRACEFS).join("options/record-cmd"));
+            umount(Path::new(TRACEFS)).unwrap();
+            r
+        };
+        assert_eq!(after.unwrap(), before);
         // Only when the option is on would the comm be recorded at all.
         if before.trim() == "1" && !others {
             assert!(!saved.contains(&name), "{name} was recorded");
