@@ -40,6 +40,9 @@ fn cpuset_root() -> Option<PathBuf> {
 }
 
 /// Why live tests cannot run here, if they cannot.
+/// Called with the live lock held: the previous test's teardown is what
+/// may leave deadline admission refused (its check ran before that
+/// teardown and raced it in CI).
 fn live_skip_reason(need_cpuset: bool) -> Option<String> {
     // SAFETY: plain syscall.
     if unsafe { libc_geteuid() } != 0 {
@@ -285,11 +288,11 @@ fn unprivileged_user_is_told_what_is_missing() {
 
 #[test]
 fn hrtick_is_enabled_for_the_run_or_refused_with_the_reason() {
+    let _g = lock();
     if let Some(r) = live_skip_reason(true) {
         eprintln!("skipped: {r}");
         return;
     }
-    let _g = lock();
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal");
     let (code, out, err) = run(&[
@@ -322,11 +325,11 @@ fn hrtick_is_enabled_for_the_run_or_refused_with_the_reason() {
 }
 
 fn live_run(mode: &str, extra: &[&str]) -> Option<serde_json::Value> {
+    let _g = lock();
     if let Some(r) = live_skip_reason(true) {
         eprintln!("skipped: {r}");
         return None;
     }
-    let _g = lock();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let journal = dir.path().join("journal");
@@ -440,11 +443,11 @@ fn constraint_is_granted_or_denied_up_front() {
 
 #[test]
 fn a_command_runs_under_the_reservation_and_is_charged() {
+    let _g = lock();
     if let Some(r) = live_skip_reason(true) {
         eprintln!("skipped: {r}");
         return;
     }
-    let _g = lock();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.json");
     let journal = dir.path().join("journal");
@@ -493,11 +496,11 @@ fn wait_for(cond: impl Fn() -> bool, secs: u64) -> bool {
 
 #[test]
 fn sigterm_keeps_results_and_sigkill_leftovers_are_cleaned_by_cleanup() {
+    let _g = lock();
     if let Some(r) = live_skip_reason(true) {
         eprintln!("skipped: {r}");
         return;
     }
-    let _g = lock();
     let root = cpuset_root().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal");
@@ -626,11 +629,11 @@ fn several_reservations_bad_input_is_one_sentence_and_status_2() {
 
 #[test]
 fn several_reservations_are_placed_least_utilized_first_and_all_run() {
+    let _g = lock();
     if let Some(r) = live_skip_reason(true) {
         eprintln!("skipped: {r}");
         return;
     }
-    let _g = lock();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("m.json");
     let journal = dir.path().join("journal");
@@ -681,11 +684,11 @@ fn several_reservations_are_placed_least_utilized_first_and_all_run() {
 
 #[test]
 fn feedback_on_a_command_raises_its_runtime_by_the_traced_stolen_time() {
+    let _g = lock();
     if let Some(r) = live_skip_reason(true) {
         eprintln!("skipped: {r}");
         return;
     }
-    let _g = lock();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("f.json");
     let journal = dir.path().join("journal");
@@ -758,12 +761,12 @@ fn feedback_on_a_command_raises_its_runtime_by_the_traced_stolen_time() {
 
 #[test]
 fn a_killed_command_run_leaves_its_tracing_instance_to_cleanup() {
+    let _g = lock();
     if let Some(r) = live_skip_reason(true) {
         eprintln!("skipped: {r}");
         return;
     }
     let tracefs = Path::new("/sys/kernel/tracing/instances");
-    let _g = lock();
     let root = cpuset_root().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal");
