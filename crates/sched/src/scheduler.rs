@@ -753,6 +753,8 @@ impl Scheduler {
         if now > self.last {
             self.last = now;
         }
+        // Checked here too, before the call: the benchmarked build keeps
+        // the plain maximum inlined into `pick`.
         let (thread, equal_waiting) = if self.distinct_priorities && self.locks.is_empty() {
             (self.highest_priority(), false)
         } else {
@@ -1079,10 +1081,9 @@ mod tests {
         assert_eq!(s.pick(ms(7)).thread, Some(hog));
     }
 
-    /// The priority-only fast path of `pick` must leave the scheduler in
-    /// the same state and decide exactly as the general path, through
-    /// releases, blocks, stolen time, slice ends and locks of every
-    /// protocol.
+    /// With distinct priorities and no locks, the plain maximum decides as
+    /// the tie-aware scan and leaves the same state; a second thread at an
+    /// equal priority turns it off.
     #[test]
     fn distinct_priorities_decide_as_the_tie_aware_scan() {
         let mut x = 0x2545_F491_4F6C_DD1Du64;
@@ -1130,6 +1131,10 @@ mod tests {
         assert!(!a.distinct_priorities, "two time-sharing threads tie");
     }
 
+    /// The priority-only fast path of `pick` must leave the scheduler in
+    /// the same state and decide exactly as the general path, through
+    /// releases, blocks, stolen time, slice ends and locks of every
+    /// protocol.
     #[test]
     fn priority_fast_path_decides_as_the_general_pick() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
