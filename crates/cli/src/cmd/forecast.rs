@@ -349,29 +349,28 @@ fn attach_stalls(
     shown: &str,
     noise: Option<&(String, Record)>,
 ) -> CliResult {
+    let Some((path, r)) = noise else {
+        return Ok(());
+    };
     for m in models.iter_mut() {
         if m.metric != Metric::Latency {
             continue;
         }
         let cpu = rec.series_named(&m.name).and_then(|s| s.cpu);
-        let find = |r: &Record| {
-            r.series
-                .iter()
-                .filter(|s| s.metric == Metric::Gap && s.cpu.is_some() && s.cpu == cpu)
-                .find_map(|s| GapStalls::from_record(r, s))
-        };
-        m.gap_stalls = match noise {
-            Some((path, r)) => Some(find(r).ok_or_else(|| {
-                CliError::usage(format!(
-                    "--stalls {path}: no gap series with stolen-time totals for the CPU of \
-                     {shown}'s {} ({})",
-                    m.name,
-                    cpu.map(|c| format!("cpu{c}"))
-                        .unwrap_or_else(|| "no CPU".into())
-                ))
-            })?),
-            None => None,
-        };
+        let gaps = r
+            .series
+            .iter()
+            .filter(|s| s.metric == Metric::Gap && s.cpu.is_some() && s.cpu == cpu)
+            .find_map(|s| GapStalls::from_record(r, s));
+        m.gap_stalls = Some(gaps.ok_or_else(|| {
+            CliError::usage(format!(
+                "--stalls {path}: no gap series with stolen-time totals for the CPU of \
+                 {shown}'s {} ({})",
+                m.name,
+                cpu.map(|c| format!("cpu{c}"))
+                    .unwrap_or_else(|| "no CPU".into())
+            ))
+        })?);
     }
     Ok(())
 }
