@@ -361,10 +361,75 @@ fn live_run(mode: &str, extra: &[&str]) -> Option<serde_json::Value> {
         leftovers(&root)
     );
     assert_eq!(load_balance(&root), "1");
+    assert_totals_not_negative();
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["kind"], "reserve");
+    if let Some(r) = v["extra"].get("root_domain_repair") {
+        eprintln!("this run repaired the root-domain totals: {r}");
+    }
     Some(v)
+}
+
+/// A run must not leave a root-domain deadline total below zero: that
+/// refuses every SCHED_DEADLINE task on the machine (seen on this CI
+/// kernel after back-to-back runs, before the teardown repaired it).
+/// Checked where sched/debug is mounted; elsewhere there is nothing to read.
+fn assert_totals_not_negative() {
+    let dir = Path::new("/sys/kernel/debug/sched");
+    let totals = punctual_reserve::kernel::root_domain_bandwidth(Some(dir));
+    let neg = punctual_reserve::kernel::negative_totals(&totals);
+    assert!(
+        neg.is_empty(),
+        "deadline totals left below zero: {totals:?}"
+    );
+}
+
+#[test]
+fn rebuilding_the_root_domains_keeps_the_totals_and_leaves_nothing() {
+    // The repair for a negative total, run on a healthy machine: the
+    // rebuild must recompute the same totals and leave no cpuset behind.
+    let _g = lock();
+    if let Some(r) = live_skip_reason(true) {
+        eprintln!("skipped: {r}");
+        return;
+    }
+    let dir = Path::new("/sys/kernel/debug/sched");
+    let before = punctual_reserve::kernel::root_domain_bandwidth(Some(dir));
+    let jdir = tempfile::tempdir().unwrap();
+    let mut j = punctual_reserve::journal::Journal::create(jdir.path()).unwrap();
+    punctual_reserve::partition::rebuild_root_domains(&mut j, 1).unwrap();
+    assert!(j.undo_all().is_empty());
+    let root = cpuset_root().unwrap();
+    assert!(leftovers(&root).is_empty(), "{:?}", leftovers(&root));
+    assert_eq!(load_balance(&root), "1");
+    // Not equal: the admission probe of live_skip_reason may still hold
+    // its 0.1% in `before` (released at its deadline or by the rebuild).
+    let after = punctual_reserve::kernel::root_domain_bandwidth(Some(dir));
+    assert_eq!(before.len(), after.len());
+    for (b, a) in before.iter().zip(&after) {
+        assert!(a.1 >= 0.0 && a.1 <= b.1 + 1e-5, "{before:?} -> {after:?}");
+    }
+    assert!(punctual_reserve::deadline_permitted().is_ok());
+}
+
+#[test]
+fn back_to_back_runs_leave_admission_working() {
+    // Five short runs in a row, as the suite and users do them: each must
+    // be admitted, and none may leave the totals below zero.
+    for i in 0..5 {
+        let Some(v) = live_run("plain", &[]) else {
+            return;
+        };
+        assert!(
+            v["period_summary"][0]["periods"].as_u64().unwrap() > 0,
+            "run {i}"
+        );
+        assert!(
+            punctual_reserve::deadline_permitted().is_ok(),
+            "SCHED_DEADLINE refused after run {i}"
+        );
+    }
 }
 
 #[test]

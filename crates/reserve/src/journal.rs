@@ -88,6 +88,32 @@ impl Journal {
         fs::write(path, value)
     }
 
+    /// Undoes every change except mounts, newest first, keeping the mounts
+    /// journaled (and mounted) for an [`undo_all`] later.
+    ///
+    /// Why: the root-domain totals are checked after the partitions come
+    /// down (kernel::repair_negative_totals), through the debugfs a run
+    /// may have mounted for itself.
+    ///
+    /// [`undo_all`]: Journal::undo_all
+    pub fn undo_all_but_mounts(&mut self) -> Vec<String> {
+        let mut errors = Vec::new();
+        let mut mounts = Vec::new();
+        while let Some(a) = self.disk.actions.pop() {
+            if matches!(a, Action::Mount { .. }) {
+                mounts.push(a);
+                continue;
+            }
+            if let Err(e) = undo(&a) {
+                errors.push(e);
+            }
+        }
+        mounts.reverse();
+        self.disk.actions = mounts;
+        let _ = self.flush();
+        errors
+    }
+
     /// Undoes every change, newest first; returns what could not be undone.
     pub fn undo_all(&mut self) -> Vec<String> {
         let mut errors = Vec::new();
@@ -245,6 +271,35 @@ mod tests {
         }
         assert_eq!(fs::read_to_string(&knob).unwrap(), "1");
         assert_eq!(fs::read_dir(dir.path().join("j")).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn undo_all_but_mounts_keeps_the_mount_journaled_until_undo_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let knob = dir.path().join("knob");
+        let mnt = dir.path().join("mnt");
+        fs::write(&knob, "1").unwrap();
+        fs::create_dir(&mnt).unwrap();
+        let mut j = Journal::create(&dir.path().join("j")).unwrap();
+        j.set_knob(&knob, "0", "1").unwrap();
+        j.record(Action::Mount {
+            target: mnt.clone(),
+        })
+        .unwrap();
+        j.set_knob(&knob, "7", "0").unwrap();
+        assert!(j.undo_all_but_mounts().is_empty());
+        assert_eq!(fs::read_to_string(&knob).unwrap(), "1");
+        assert!(mnt.exists(), "the mount is undone only by undo_all");
+        let on_disk = fs::read_to_string(j.path()).unwrap();
+        assert!(
+            on_disk.contains("mount") && !on_disk.contains("knob"),
+            "{on_disk}"
+        );
+        // Not a mount point here: umount says EINVAL, and the made
+        // directory is removed as after a real unmount.
+        assert!(j.undo_all().is_empty());
+        assert!(!mnt.exists());
+        assert!(!j.path().exists());
     }
 
     #[test]

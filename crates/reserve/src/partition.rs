@@ -264,6 +264,25 @@ pub fn create_in(
     Ok(out)
 }
 
+/// Rebuilds the root domains by making a partition for `cpu` and taking it
+/// down again (each step makes the kernel rebuild them, which recomputes
+/// their deadline totals from the tasks and servers that exist): the
+/// repair for a total a late release drove below zero
+/// (kernel::repair_negative_totals). Leaves only `journal`'s mounts.
+pub fn rebuild_root_domains(journal: &mut Journal, cpu: u32) -> Result<(), ReserveError> {
+    let made = Partition::create_set(journal, &[cpu]);
+    let errors = journal.undo_all_but_mounts();
+    made?;
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ReserveError::Failed(format!(
+            "could not take down the partition made to rebuild the root domains: {}",
+            errors.join("; ")
+        )))
+    }
+}
+
 fn check_cpu(cpu: u32, all: &[u32]) -> Result<(), ReserveError> {
     if !all.contains(&cpu) {
         return Err(ReserveError::Refused(format!(

@@ -8,7 +8,7 @@ use punctual_record::{Platform, Record, Source, Warning};
 use punctual_reserve::constraint::ConstraintRequest;
 use punctual_reserve::journal::{self, Journal};
 use punctual_reserve::kernel::{self, Hrtick};
-use punctual_reserve::partition::Partition;
+use punctual_reserve::partition::{self, Partition};
 use punctual_reserve::{command, testapp, Mode, ReserveError, Spec};
 use punctual_units::{parse_ratio, Nanos};
 
@@ -224,8 +224,81 @@ fn validate_one(
     Ok((spec, constraint))
 }
 
+/// One line for a root-domain repair: what was wrong and whether the
+/// rebuild cleared it.
+fn repair_sentence(r: &kernel::Repair) -> String {
+    let list = |v: &[(u32, f64)]| {
+        v.iter()
+            .map(|(c, x)| format!("CPU{c} {:.1}%", x * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if r.repaired {
+        format!(
+            "the kernel left its deadline bandwidth total below zero when the partition came down ({}), which would refuse every SCHED_DEADLINE task; punctual rebuilt the root domains ({} rebuild(s)) and the totals read {} again",
+            list(&r.found),
+            r.rebuilds,
+            list(&r.after)
+        )
+    } else {
+        format!(
+            "the kernel left its deadline bandwidth total below zero when the partition came down ({}) and {} rebuild(s) of the root domains did not clear it ({}): SCHED_DEADLINE will be refused until it is; try punctual reserve --cleanup, or toggle cpuset.sched_load_balance with an exclusive cpuset",
+            list(&r.found),
+            r.rebuilds,
+            list(&r.after)
+        )
+    }
+}
+
+/// A negative root-domain total left by some earlier run (or by a kernel
+/// bug outside punctual) refuses every deadline task; `--cleanup` is where
+/// a user who was told so goes, so it checks and repairs that too.
+fn cleanup_root_domains(dir: &Path) -> Result<Option<kernel::Repair>, String> {
+    // Without a journal (no root) debugfs cannot be mounted, but an
+    // already mounted one is still read: a user without root is told of a
+    // negative total, just not able to clear it.
+    let mut jr = Journal::create(dir).ok();
+    let sched_dir = kernel::sched_debug_dir(jr.as_mut());
+    let found = kernel::negative_totals(&kernel::root_domain_bandwidth(sched_dir.as_deref()));
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let cpu = partition::parse_cpu_list(&online).into_iter().max();
+    let rep = match (&mut jr, cpu) {
+        _ if found.is_empty() => Ok(None),
+        (Some(j), Some(cpu)) if cpu > 0 => {
+            kernel::repair_negative_totals(sched_dir.as_deref(), Nanos(0), || {
+                partition::rebuild_root_domains(j, cpu).map_err(|e| e.to_string())
+            })
+        }
+        _ => Err(format!(
+            "the deadline bandwidth total is below zero ({}) and clearing it takes root and a machine of two or more CPUs",
+            found
+                .iter()
+                .map(|(c, x)| format!("CPU{c} {:.1}%", x * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    };
+    let errors = jr.map(|mut j| j.undo_all()).unwrap_or_default();
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
+    }
+    rep
+}
+
 fn cleanup(dir: &Path) -> CliResult {
     let mut rep = journal::cleanup_stale(dir);
+    match cleanup_root_domains(dir) {
+        Ok(Some(r)) => {
+            let line = repair_sentence(&r);
+            if r.repaired {
+                rep.undone.push(line);
+            } else {
+                rep.errors.push(line);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => rep.errors.push(e),
+    }
     // A killed command run also leaves the tracing instance it accounted
     // with (its own journal, in the trace crate's format).
     let tr = punctual_trace::tracefs::cleanup_stale(dir);
@@ -516,9 +589,34 @@ pub fn run(a: Args) -> CliResult {
     } else {
         None
     };
+    let rebuild_cpu = partition.iter().chain(parts.iter()).map(|p| p.cpu).max();
     drop(partition);
     drop(parts);
-    let restore_errors = jr.undo_all();
+    let mut restore_errors = jr.undo_all_but_mounts();
+    // The partitions are down; a late release can still have driven a
+    // root-domain total below zero, which refuses every deadline task on
+    // the machine until a rebuild (kernel::repair_negative_totals).
+    let repair = match (rebuild_cpu, &quiesce) {
+        (Some(cpu), Some(q)) if q.how != "bound" => {
+            let settle = Nanos::from_ms(20);
+            kernel::repair_negative_totals(sched_dir.as_deref(), settle, || {
+                partition::rebuild_root_domains(&mut jr, cpu).map_err(|e| e.to_string())
+            })
+        }
+        _ => Ok(None),
+    };
+    restore_errors.extend(jr.undo_all());
+    match &repair {
+        Ok(Some(r)) => warnings.push(Warning::Other {
+            message: repair_sentence(r),
+        }),
+        Ok(None) => {}
+        Err(e) => warnings.push(Warning::Other {
+            message: format!(
+                "could not check the kernel's deadline bandwidth totals after the partition came down ({e}); if SCHED_DEADLINE is refused from now on, run punctual reserve --cleanup"
+            ),
+        }),
+    }
     for e in &restore_errors {
         warnings.push(Warning::Other {
             message: format!("could not restore a setting: {e}; run punctual reserve --cleanup"),
@@ -532,6 +630,12 @@ pub fn run(a: Args) -> CliResult {
         rec.extra.insert(
             "teardown_wait".into(),
             serde_json::to_value(q).unwrap_or_default(),
+        );
+    }
+    if let Ok(Some(r)) = &repair {
+        rec.extra.insert(
+            "root_domain_repair".into(),
+            serde_json::to_value(r).unwrap_or_default(),
         );
     }
     rec.warnings.extend(warnings);
