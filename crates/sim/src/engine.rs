@@ -2142,11 +2142,13 @@ impl TaskStats {
             if rec.count() == 0 && rec.missed() == 0 {
                 continue;
             }
-            let mut r = rec.clone();
+            // The period is set on the series rather than on a copy of the
+            // recorder: the copy (HdrHistogram and count arrays, ~0.3 MB
+            // per series) was a sixth of the output's cost and page faults.
+            let mut s = rec.to_series(&format!("{}.{}", self.name, metric.as_str()), metric);
             if let Some(p) = self.period {
-                r = r.with_sample_period(p);
+                s.sample_period_ns = Some(p);
             }
-            let mut s = r.to_series(&format!("{}.{}", self.name, metric.as_str()), metric);
             s.task = Some(self.name.clone());
             s.cpu = Some(self.cpu);
             out.push(s);

@@ -104,6 +104,11 @@ pub fn run(args: Args) -> CliResult {
             }
         );
     }
+    // The process ends next, and the kernel takes back its memory in one
+    // go: freeing the outcome's and the record's histograms first (some 25
+    // MB in a few hundred blocks on a 20-task run) only delayed the exit.
+    std::mem::forget(record);
+    std::mem::forget(out);
     Ok(())
 }
 
