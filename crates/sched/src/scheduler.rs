@@ -424,6 +424,9 @@ impl Scheduler {
 
     /// `t` becomes runnable at `now`; an EDF thread brings its absolute
     /// deadline. Releasing a runnable thread only updates its deadline.
+    /// Inlined, like [`Scheduler::on_block`]: the simulator calls both
+    /// once per job, and as calls they cost a few percent of its time.
+    #[inline]
     pub fn on_release(&mut self, _now: Nanos, t: ThreadId, deadline: Option<Nanos>) {
         let Some(th) = self.threads.get(t) else {
             return;
@@ -441,6 +444,7 @@ impl Scheduler {
     }
 
     /// `t` finished its job or went to sleep.
+    #[inline]
     pub fn on_block(&mut self, _now: Nanos, t: ThreadId) {
         if t < self.threads.len() {
             self.set_runnable(t, false);
@@ -464,6 +468,7 @@ impl Scheduler {
         }
     }
 
+    #[inline]
     pub fn is_runnable(&self, t: ThreadId) -> bool {
         self.threads.get(t).is_some_and(|th| th.runnable)
     }
