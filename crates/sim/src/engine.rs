@@ -140,6 +140,13 @@ struct Task {
     active: bool,
     started: bool,
     segs: [Seg; 5],
+    /// The current segment, `segs[seg]` (once past the last, `segs[4]` or
+    /// the one after the last, as `seg.min(4)` indexes; no one reads it
+    /// then, as the job is over), with the time already run taken off a
+    /// compute segment. Kept apart so that the three readers of every event
+    /// (`cpu_sync`, `advance_task`, `arm`) load it at a fixed place rather
+    /// than through `seg`.
+    cur: Seg,
     nseg: usize,
     seg: usize,
     job_release: Nanos,
@@ -148,6 +155,15 @@ struct Task {
     last_start: Option<Nanos>,
     stats: TaskStats,
     spike_threshold: Nanos,
+}
+
+impl Task {
+    /// Moves to the next segment.
+    #[inline]
+    fn next_seg(&mut self) {
+        self.seg += 1;
+        self.cur = self.segs[self.seg.min(4)];
+    }
 }
 
 struct Timer {
@@ -869,6 +885,7 @@ impl Sim {
                 active: false,
                 started: false,
                 segs: [Seg::Compute(Nanos::ZERO); 5],
+                cur: Seg::Compute(Nanos::ZERO),
                 nseg: 0,
                 seg: 0,
                 job_release: Nanos::ZERO,
@@ -1461,6 +1478,7 @@ impl Sim {
         if t.kind == TaskKind::Background {
             t.segs[0] = Seg::Compute(Nanos::MAX);
             t.nseg = 1;
+            t.cur = t.segs[0];
             return;
         }
         let total = sample(&t.exec, &mut t.rng);
@@ -1483,6 +1501,7 @@ impl Sim {
                 t.nseg = 5;
             }
         }
+        t.cur = t.segs[0];
     }
 
     fn on_tick(&mut self, c: usize, k: u64) {
@@ -1697,7 +1716,7 @@ impl Sim {
             self.sources[head.src].total += dt;
         } else if let Some(ti) = cpu.running {
             let t = &mut self.tasks[ti];
-            if let Seg::Compute(r) = &mut t.segs[t.seg.min(4)] {
+            if let Seg::Compute(r) = &mut t.cur {
                 if r.0 != u64::MAX {
                     *r = r.saturating_sub(dt);
                 }
@@ -1856,10 +1875,11 @@ impl Sim {
         if !t.active {
             return false;
         }
-        match t.segs[t.seg] {
+        debug_assert!(t.seg < t.nseg);
+        match t.cur {
             Seg::Compute(r) if !r.is_zero() => false,
             Seg::Compute(_) => {
-                t.seg += 1;
+                t.next_seg();
                 if t.seg >= t.nseg {
                     self.complete_job(ti, c);
                 }
@@ -1868,17 +1888,17 @@ impl Sim {
             Seg::Lock(l) => {
                 let tid = t.tid;
                 if self.cpus[c].sched.lock(now, tid, l) {
-                    self.tasks[ti].seg += 1;
+                    self.tasks[ti].next_seg();
                 } else {
                     // Blocked: the waiter resumes past Lock when handed it.
-                    self.tasks[ti].seg += 1;
+                    self.tasks[ti].next_seg();
                     self.cpus[c].need_pick = true;
                 }
                 true
             }
             Seg::Unlock(l) => {
                 let tid = t.tid;
-                t.seg += 1;
+                t.next_seg();
                 if self.cpus[c].sched.unlock(now, tid, l).is_some() {
                     self.cpus[c].need_pick = true;
                 }
@@ -2076,7 +2096,7 @@ impl Sim {
         } else {
             let seg_end = cpu.running.and_then(|ti| {
                 let t = &self.tasks[ti];
-                match t.segs[t.seg.min(4)] {
+                match t.cur {
                     Seg::Compute(r) if t.active && r.0 != u64::MAX => Some(now + r),
                     _ => None,
                 }
