@@ -197,27 +197,48 @@ impl Recorder {
 
     // Always inlined: the simulator records three values per job and the
     // call cost as much as the counting; the rare paths are out of line.
+    // Each array is tried with one bounds check (`get_mut`): a value past
+    // what the array holds so far, or past its limit, takes the cold path.
     #[inline(always)]
     pub fn record(&mut self, v: Nanos) {
         let x = v.0;
         // HdrHistogram cannot hold 0 with a lowest bound of 1; a 0 ns value
         // is recorded as 1 ns there and exactly in the sparse form.
         let h = x.max(1);
+        // An index at or past PENDING_LEN means h >= PENDING_LIMIT, and the
+        // array never grows past PENDING_LEN.
+        if let Some(n) = self.hdr_pending.get_mut(hdr_index(h)) {
+            *n += 1;
+            self.pending += 1;
+        } else {
+            self.record_hdr_cold(h);
+        }
+        // The dense array never grows past DENSE_MAX.
+        let bucket = self.bucket_index(x) as usize;
+        if let Some(n) = self.dense.get_mut(bucket) {
+            *n += 1;
+        } else {
+            self.add_bucket_cold(x);
+        }
+        self.count += 1;
+        self.sum += x as u128;
+        self.min = self.min.min(x);
+        self.max = self.max.max(x);
+    }
+
+    /// [`Recorder::record`]'s HdrHistogram count when the pending array
+    /// does not reach `h` yet (or never will).
+    #[cold]
+    #[inline(never)]
+    fn record_hdr_cold(&mut self, h: u64) {
         if h < PENDING_LIMIT {
             let i = hdr_index(h);
-            if i >= self.hdr_pending.len() {
-                self.grow_pending(i);
-            }
+            self.grow_pending(i);
             self.hdr_pending[i] += 1;
             self.pending += 1;
         } else {
             self.record_large(h);
         }
-        self.add_bucket(x, 1);
-        self.count += 1;
-        self.sum += x as u128;
-        self.min = self.min.min(x);
-        self.max = self.max.max(x);
     }
 
     #[cold]
@@ -362,12 +383,7 @@ impl Recorder {
     /// Counts `n` samples in the fixed-width bucket holding `value_ns`.
     #[inline(always)]
     fn add_bucket(&mut self, value_ns: u64, n: u64) {
-        // A division by a constant is a multiply; by a field, a slow divide.
-        let idx = if self.bucket_ns == DEFAULT_BUCKET_NS {
-            value_ns / DEFAULT_BUCKET_NS
-        } else {
-            value_ns / self.bucket_ns
-        };
+        let idx = self.bucket_index(value_ns);
         if idx < DENSE_MAX as u64 {
             if idx as usize >= self.dense.len() {
                 self.grow_dense(idx as usize);
@@ -375,6 +391,24 @@ impl Recorder {
             self.dense[idx as usize] += n;
         } else {
             self.add_sparse(idx, n);
+        }
+    }
+
+    /// [`Recorder::record`]'s bucket count beyond the dense array so far.
+    #[cold]
+    #[inline(never)]
+    fn add_bucket_cold(&mut self, value_ns: u64) {
+        self.add_bucket(value_ns, 1);
+    }
+
+    /// Fixed-width bucket index of `value_ns`.
+    #[inline(always)]
+    fn bucket_index(&self, value_ns: u64) -> u64 {
+        // A division by a constant is a multiply; by a field, a slow divide.
+        if self.bucket_ns == DEFAULT_BUCKET_NS {
+            value_ns / DEFAULT_BUCKET_NS
+        } else {
+            value_ns / self.bucket_ns
         }
     }
 

@@ -140,6 +140,13 @@ struct Task {
     active: bool,
     started: bool,
     segs: [Seg; 5],
+    /// The current segment, `segs[seg]` (once past the last, `segs[4]` or
+    /// the one after the last, as `seg.min(4)` indexes; no one reads it
+    /// then, as the job is over), with the time already run taken off a
+    /// compute segment. Kept apart so that the three readers of every event
+    /// (`cpu_sync`, `advance_task`, `arm`) load it at a fixed place rather
+    /// than through `seg`.
+    cur: Seg,
     nseg: usize,
     seg: usize,
     job_release: Nanos,
@@ -148,6 +155,15 @@ struct Task {
     last_start: Option<Nanos>,
     stats: TaskStats,
     spike_threshold: Nanos,
+}
+
+impl Task {
+    /// Moves to the next segment.
+    #[inline]
+    fn next_seg(&mut self) {
+        self.seg += 1;
+        self.cur = self.segs[self.seg.min(4)];
+    }
 }
 
 struct Timer {
@@ -443,17 +459,25 @@ pub struct Sim {
     clock_desc: String,
 }
 
+/// Inlined: every job draws its execution time here, and the call and the
+/// match cost more than a uniform draw itself.
+#[inline(always)]
 fn sample(d: &Dist, rng: &mut Rng) -> Nanos {
     match d {
         Dist::Const(x) => *x,
         Dist::Uniform(a, b) => Nanos(rng.range(a.0, b.0)),
-        Dist::Exp(m) => {
-            let u = rng.unit();
-            let v = -(1.0 - u).ln() * m.0 as f64;
-            Nanos((v.min(m.0 as f64 * 20.0)) as u64)
-        }
+        Dist::Exp(m) => sample_exp(*m, rng),
         Dist::Choice(v) => v[rng.range(0, v.len() as u64 - 1) as usize],
     }
+}
+
+/// An exponential draw of mean `m`, capped at 20 means; out of line, as
+/// the logarithm costs far more than the call.
+#[inline(never)]
+fn sample_exp(m: Nanos, rng: &mut Rng) -> Nanos {
+    let u = rng.unit();
+    let v = -(1.0 - u).ln() * m.0 as f64;
+    Nanos((v.min(m.0 as f64 * 20.0)) as u64)
 }
 
 /// An exponential gap of mean `mean_ns` (callers keep `1e9 / rate` rather
@@ -861,6 +885,7 @@ impl Sim {
                 active: false,
                 started: false,
                 segs: [Seg::Compute(Nanos::ZERO); 5],
+                cur: Seg::Compute(Nanos::ZERO),
                 nseg: 0,
                 seg: 0,
                 job_release: Nanos::ZERO,
@@ -1453,6 +1478,7 @@ impl Sim {
         if t.kind == TaskKind::Background {
             t.segs[0] = Seg::Compute(Nanos::MAX);
             t.nseg = 1;
+            t.cur = t.segs[0];
             return;
         }
         let total = sample(&t.exec, &mut t.rng);
@@ -1475,6 +1501,7 @@ impl Sim {
                 t.nseg = 5;
             }
         }
+        t.cur = t.segs[0];
     }
 
     fn on_tick(&mut self, c: usize, k: u64) {
@@ -1655,7 +1682,10 @@ impl Sim {
 
     /// Accounts what happened on CPU `c` since its last change. Within
     /// that span its state was constant (every change arms a wake).
-    #[inline]
+    ///
+    /// Always inlined: it runs two or three times per event, often with
+    /// nothing to do, and as a call it cost more than its early return.
+    #[inline(always)]
     fn cpu_sync(&mut self, c: usize) {
         let now = self.now;
         let cpu = &mut self.cpus[c];
@@ -1686,7 +1716,7 @@ impl Sim {
             self.sources[head.src].total += dt;
         } else if let Some(ti) = cpu.running {
             let t = &mut self.tasks[ti];
-            if let Seg::Compute(r) = &mut t.segs[t.seg.min(4)] {
+            if let Seg::Compute(r) = &mut t.cur {
                 if r.0 != u64::MAX {
                     *r = r.saturating_sub(dt);
                 }
@@ -1700,18 +1730,21 @@ impl Sim {
         self.cpus[c].deferred = false;
         self.cpu_sync(c);
         let now = self.now;
+        // One count per state change, whichever phase makes it.
         let mut guard = 0;
+        // Interrupt level: a stall, a held-off clock tick, finished
+        // bottom-half items.
         loop {
             guard += 1;
             if guard > 100_000 {
-                self.warnings.push(format!(
-                    "cpu {c}: more than 100000 state changes at {now}; the scenario may have a zero-length loop"
-                ));
-                break;
+                self.too_many_changes(c);
+                self.arm(c);
+                return;
             }
             let cpu = &mut self.cpus[c];
             if cpu.stall_until > now {
-                break;
+                self.arm(c);
+                return;
             }
             if cpu.tick_pending {
                 cpu.tick_pending = false;
@@ -1732,26 +1765,51 @@ impl Sim {
                     }
                     continue;
                 }
-                break;
+                self.arm(c);
+                return;
             }
-            // Thread level: the stolen interval (if any) is over.
-            let running = cpu.running;
-            if let Some(start) = cpu.steal_start.take() {
-                self.end_steal(c, start);
-            }
-            if let Some(ti) = running {
+            break;
+        }
+        // Thread level: the stolen interval (if any) is over.
+        if let Some(start) = self.cpus[c].steal_start.take() {
+            self.end_steal(c, start);
+        }
+        // Nothing below stalls the CPU, holds off a tick or queues bottom-
+        // half work (completions, locks and picks only touch the thread
+        // level and the event queue), so once the interrupt level is clear
+        // it stays clear: the checks above need not run again.
+        loop {
+            if let Some(ti) = self.cpus[c].running {
                 if self.advance_task(ti, c) {
+                    guard += 1;
+                    if guard > 100_000 {
+                        self.too_many_changes(c);
+                        break;
+                    }
                     continue;
                 }
             }
             let cpu = &self.cpus[c];
             if cpu.need_pick || cpu.until.is_some_and(|u| u <= now) {
                 self.pick(c);
+                guard += 1;
+                if guard > 100_000 {
+                    self.too_many_changes(c);
+                    break;
+                }
                 continue;
             }
             break;
         }
         self.arm(c);
+    }
+
+    #[cold]
+    fn too_many_changes(&mut self, c: usize) {
+        let now = self.now;
+        self.warnings.push(format!(
+            "cpu {c}: more than 100000 state changes at {now}; the scenario may have a zero-length loop"
+        ));
     }
 
     /// Like [`Sim::release`] but inside a running `cpu_update` (no nested
@@ -1817,10 +1875,11 @@ impl Sim {
         if !t.active {
             return false;
         }
-        match t.segs[t.seg] {
+        debug_assert!(t.seg < t.nseg);
+        match t.cur {
             Seg::Compute(r) if !r.is_zero() => false,
             Seg::Compute(_) => {
-                t.seg += 1;
+                t.next_seg();
                 if t.seg >= t.nseg {
                     self.complete_job(ti, c);
                 }
@@ -1829,17 +1888,17 @@ impl Sim {
             Seg::Lock(l) => {
                 let tid = t.tid;
                 if self.cpus[c].sched.lock(now, tid, l) {
-                    self.tasks[ti].seg += 1;
+                    self.tasks[ti].next_seg();
                 } else {
                     // Blocked: the waiter resumes past Lock when handed it.
-                    self.tasks[ti].seg += 1;
+                    self.tasks[ti].next_seg();
                     self.cpus[c].need_pick = true;
                 }
                 true
             }
             Seg::Unlock(l) => {
                 let tid = t.tid;
-                t.seg += 1;
+                t.next_seg();
                 if self.cpus[c].sched.unlock(now, tid, l).is_some() {
                     self.cpus[c].need_pick = true;
                 }
@@ -2037,7 +2096,7 @@ impl Sim {
         } else {
             let seg_end = cpu.running.and_then(|ti| {
                 let t = &self.tasks[ti];
-                match t.segs[t.seg.min(4)] {
+                match t.cur {
                     Seg::Compute(r) if t.active && r.0 != u64::MAX => Some(now + r),
                     _ => None,
                 }
@@ -2052,7 +2111,19 @@ impl Sim {
         if at == (old != NO_KEY).then(|| key_time(old)) {
             return;
         }
-        if old != NO_KEY && self.cpus.len() > 1 {
+        if self.wake.len() == 1 {
+            // One CPU: its wake-up is the earliest, and no stale keys are
+            // tracked (see `next_is_now`).
+            self.wake[0] = match at {
+                Some(t) => {
+                    self.seq += 1;
+                    key(t, self.seq)
+                }
+                None => NO_KEY,
+            };
+            return;
+        }
+        if old != NO_KEY {
             self.stale.push(old);
             if self.stale.len() > self.stale_cap {
                 let cur = self.cur_key;
