@@ -196,6 +196,7 @@ pub fn run(args: Args) -> CliResult {
         threshold: None,
         max_spikes: DEFAULT_SPIKE_CAPACITY,
         lock_memory: true,
+        stretch: None,
     };
     set_timer_config(&mut rec, &tcfg, "timer.");
     set_noise_config(&mut rec, &ncfg, "noise.");

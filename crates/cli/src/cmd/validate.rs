@@ -23,7 +23,7 @@ use punctual_analysis::forecast::{GapStalls, TailModel};
 use punctual_analysis::verdict::human_secs;
 use punctual_live::clock::{mono, sleep_until};
 use punctual_live::inject::{NeighborConfig, NoisyNeighbor};
-use punctual_live::noise::{self as noise_probe, NoiseConfig};
+use punctual_live::noise::{self as noise_probe, NoiseConfig, UNTHROTTLED_STRETCH};
 use punctual_live::rt::{pin_to_cpu, set_policy, set_thread_name, Policy};
 use punctual_live::timer::{self as probe, Progress, TimerClock, TimerConfig};
 use punctual_record::{Metric, Recorder};
@@ -446,8 +446,8 @@ fn within(w: Option<bool>) -> &'static str {
 /// a gap no consumer using half the CPU ever sees. 450 ms on, 300 ms
 /// off keeps any 1 s window under 750 ms of polling, plus ~100 ms of
 /// the injector.
-const NOISE_CHUNK: Nanos = Nanos(450_000_000);
-const NOISE_REST: Nanos = Nanos(300_000_000);
+const NOISE_CHUNK: Nanos = UNTHROTTLED_STRETCH.0;
+const NOISE_REST: Nanos = UNTHROTTLED_STRETCH.1;
 
 /// Gaps and times of the noise phases so far.
 #[derive(Default)]
@@ -534,6 +534,7 @@ fn noise_phase(
             threshold: acc.threshold,
             max_spikes: 100,
             lock_memory: true,
+            stretch: None,
         };
         let out = noise_probe::run(&cfg, Arc::clone(&stop), Progress::new(1));
         if !out.realtime {
