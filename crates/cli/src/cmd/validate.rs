@@ -15,7 +15,7 @@
 //! a sleeping thread from time stolen from a running one. The forecast
 //! with S inferred from the timer's tail (§3.2), what `punctual forecast`
 //! makes from the timer record alone, is printed beside it; across
-//! validation runs I–M the noise-gap one was as often within 2× where
+//! validation runs I–N the noise-gap one was within 2× as often where
 //! judged and closer on the idle machine (docs/forecast.md §8).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -139,7 +139,7 @@ pub struct Case {
     pub noise_forecast_mttf_ci_high_seconds: Option<f64>,
     /// Which of the two is the forecast printed first: "noise gaps" (S
     /// from the noise phase, docs/forecast.md §3.4: the default since
-    /// validation runs J–M) or "timer tail" (S inferred from the timer
+    /// validation runs I–N) or "timer tail" (S inferred from the timer
     /// record, §3.2: only when no noise phase ran, e.g. interrupted).
     /// The unsuffixed fields are always the timer-tail forecast, the
     /// `noise` ones the noise-gap forecast.
