@@ -7,7 +7,9 @@ P(wake-up lateness > x) (wake-ups after a sleep only); P(compute took more
 than its median + x) (time stolen from the running consumer); and what the
 queue model's stall term implies for the latter, c · λ·P(G > x), with
 λ·P(G > x) = f_L(b + x) taken as the chord slope of the timer's exceedance
-between b + x and b + 2x (b: its median).
+between b + x and b + 2x (b: its median); where the run kept a noise
+record, the same from its gaps (λ = gaps per second of running time,
+docs/forecast.md §3.4), which is what `--stalls` charges.
 
 Usage: bench/consumer-vs-timer.py DIR
 """
@@ -47,3 +49,10 @@ for i in range(1, 5):
         print(f"  consumer P(compute > p50 + x) {row(lambda x: exceed(comp, med + x))}   n={comp['count']}")
         model = lambda x: min(1.0, c * (exceed(t, base + x) - exceed(t, base + 2 * x)) / x)
         print(f"  model    c·λ·P(G > x)         {row(model)}")
+        npth = os.path.join(d, f"v{i}", f"noise-{load}.json")
+        if os.path.exists(npth):
+            nr = json.load(open(npth))
+            g, st = nr["series"][0], nr["stolen"][0]
+            lam = g["count"] / ((st["observed_ns"] - st["total_ns"]) / 1e9)
+            ng = lambda x: min(1.0, c / 1e9 * lam * exceed(g, x))
+            print(f"  noise    c·λ·P(gap > x)       {row(ng)}   gaps={g['count']} ({lam:.0f}/s)")

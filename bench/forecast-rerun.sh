@@ -4,7 +4,10 @@
 # --arrivals renewal), and prints the underruns predicted over each case's
 # consumer time (from DIR/vN.json when the run kept it, else 30 s) beside
 # the observed ones (from DIR/vN.json, or the run's printed output given
-# as OUTPUT).
+# as OUTPUT). The option value @noise stands for each case's own kept
+# noise record (DIR/vN/noise-LOAD.json), so `--stalls @noise` gives the
+# noise-S forecast `validate` prints after its `|`; cases without one
+# are skipped.
 #
 # Usage: bench/forecast-rerun.sh DIR [OUTPUT|-] [FORECAST OPTIONS…]
 set -euo pipefail
@@ -22,8 +25,14 @@ for cfg in "2 1ms 0.5ms" "3 1ms 0.5ms" "2 2ms 25%" "4 1ms 0.9ms"; do
   for load in none injector; do
     f="$DIR/v$i/timer-$load.json"
     [ -f "$f" ] || continue
+    nz="$DIR/v$i/noise-$load.json"
+    extra=()
+    for o in "${@:4}"; do
+      if [ "$o" = "@noise" ]; then extra+=("$nz"); else extra+=("$o"); fi
+    done
+    if [[ " ${extra[*]-} " == *" $nz "* ]] && [ ! -f "$nz" ]; then continue; fi
     "$BIN" forecast "$f" --buffers "$1" --buffer-len "$2" --compute "$3" --no-verdicts \
-      "${@:4}" --json "$TMP/v$i-$load.json" >/dev/null 2>&1
+      ${extra[@]+"${extra[@]}"} --json "$TMP/v$i-$load.json" >/dev/null 2>&1
     echo "$i $load $1 $2 $3"
   done
   set -- "${@:4}"
@@ -57,6 +66,9 @@ for line in open(os.path.join(tmp, "cases")):
     x2 = "(<10)" if obs is None or obs < 10 else ("yes" if ratio and 0.5 <= ratio <= 2 else "NO")
     ren = m["queue"].get("renewal")
     how = "poisson" if not ren else "renewal g=" + "/".join(f"{g:.2f}" for g in ren["pair_correlation"][:4])
+    nz = m["queue"]["stalls"].get("noise")
+    if nz:
+        how += f", S from {nz['series']} gaps"
     print(f"{n:>2} {t:>4} {c:>6} {load:<9} {obs if obs is not None else '-':>6} {pred:>8.1f} "
           f"{(f'{ratio:.2f}' if ratio is not None else '-'):>6} {x2:>5}  {how}")
 PY

@@ -3,14 +3,16 @@
 # takes a timer record and runs a real n-buffer consumer under the same
 # load (none, and a SCHED_FIFO-99 neighbor spinning 1 ms every 10.37 ms),
 # alternating the two phases in rounds, and prints predicted beside
-# observed underruns: the queue model (the forecast) and seed 002's
-# first-order formula beside it, and the queue model again with its
-# stall term from a noise phase (a busy loop's stolen intervals) run in
-# the same rounds under the same load. Needs root (SCHED_FIFO). No peer tool
-# answers this question, so there is nothing to install; the comparison is
-# with reality. Set KEEP=DIR to keep each case's timer (and noise) records there
-# (rerun the forecast on them with `punctual forecast`, or all of them with
-# bench/forecast-rerun.sh).
+# observed underruns: the queue model (the forecast, its stall term S
+# from a noise phase, a busy loop's stolen intervals, run in the same
+# rounds under the same load) and seed 002's first-order formula beside
+# it, and the queue model again with S inferred from the timer record.
+# Needs root (SCHED_FIFO). No peer tool answers this question, so there
+# is nothing to install; the comparison is with reality. Set KEEP=DIR to
+# keep each case's timer, noise and consumer records there (rerun the
+# forecast on them with `punctual forecast`, or all of them with
+# bench/forecast-rerun.sh; bench/forecast-decompose.py says whether a miss
+# is in the model or in its inputs).
 #
 # Usage: bench/validate-forecast.sh [DURATION_PER_LOAD] [CPU]
 set -euo pipefail
@@ -48,15 +50,25 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "v*.json"))):
     for c in d["cases"]:
         rows.append((b["buffers"], b["buffer_len"], c_txt, c))
 print(f"{'n':>2} {'t':>5} {'c':>6} {'load':<9} {'slack':>7} {'MTTF queue':>10} {'MTTF seed':>10} {'pred':>8} {'pred seed':>9} {'obs':>6} {'ratio':>6} {'seed':>6} {'x2':>5}"
-      f" | {'MTTF noise':>10} {'pred noise':>10} {'ratio':>6} {'x2':>5}")
+      f" | {'MTTF other':>10} {'pred other':>10} {'ratio':>6} {'x2':>5}")
 def ms(s): return "never" if s is None else f"{s*1e3:.1f}ms"
 def r(x): return "-" if x is None else f"{x:.2f}"
 def w(x): return "(<10)" if x is None else ("yes" if x else "NO")
+models = set()
 for n, t, ct, c in rows:
-    print(f"{n:>2} {t/1e6:>4g}ms {ct:>6} {c['load']:<9} {c['slack_ns']/1e6:>5.2f}ms {ms(c['forecast_mttf_seconds']):>10} "
-          f"{ms(c['seed_mttf_seconds']):>10} {c['predicted_underruns']:>8.1f} {c['predicted_underruns_seed']:>9.1f} "
-          f"{c['observed_underruns']:>6} {r(c['ratio']):>6} {r(c['ratio_seed']):>6} {w(c['within_factor_2']):>5}"
-          f" | {ms(c.get('noise_forecast_mttf_seconds')):>10} {c.get('predicted_underruns_noise', float('nan')):>10.1f} "
-          f"{r(c.get('ratio_noise')):>6} {w(c.get('within_factor_2_noise')):>5}")
-print("after |: the queue model with S from the noise phase's gaps (docs/forecast.md §3.4)")
+    timer = (c['forecast_mttf_seconds'], c['predicted_underruns'], c['ratio'], c['within_factor_2'])
+    noise = (c.get('noise_forecast_mttf_seconds'), c.get('predicted_underruns_noise', float('nan')),
+             c.get('ratio_noise'), c.get('within_factor_2_noise'))
+    # The forecast validate printed first (noise gaps unless no noise phase ran).
+    model = c.get('forecast_model', 'timer tail')
+    models.add(model)
+    first, other = (noise, timer) if model == 'noise gaps' else (timer, noise)
+    print(f"{n:>2} {t/1e6:>4g}ms {ct:>6} {c['load']:<9} {c['slack_ns']/1e6:>5.2f}ms {ms(first[0]):>10} "
+          f"{ms(c['seed_mttf_seconds']):>10} {first[1]:>8.1f} {c['predicted_underruns_seed']:>9.1f} "
+          f"{c['observed_underruns']:>6} {r(first[2]):>6} {r(c['ratio_seed']):>6} {w(first[3]):>5}"
+          f" | {ms(other[0]):>10} {other[1]:>10.1f} {r(other[2]):>6} {w(other[3]):>5}")
+if models == {'noise gaps'}:
+    print("MTTF queue: S from the noise phase's gaps (docs/forecast.md §3.4); after |: S inferred from the timer record's tail (§3.2)")
+else:
+    print("MTTF queue: " + " / ".join(sorted(models)) + " (see each case's forecast_model); after |: the other one")
 PY

@@ -111,6 +111,30 @@ impl GapStalls {
             gap_threshold_ns: st.threshold_ns,
         })
     }
+
+    /// The record's own gap series for `cpu`, but only when its noise
+    /// probe polled in stretches short enough that the kernel's RT
+    /// throttling never stopped it (`extra.noise_loop.stretched`, which
+    /// `punctual check` sets): then its gaps are time stolen from a
+    /// running thread and nothing else, and `check` and `forecast` take the
+    /// stall term from them unasked (docs/forecast.md §3.4). Records
+    /// without that mark (older `check` records, `noise` records) give
+    /// None.
+    pub fn own(rec: &Record, cpu: Option<u32>) -> Option<GapStalls> {
+        let stretched = rec
+            .extra
+            .get("noise_loop")
+            .and_then(|v| v.get("stretched"))
+            .and_then(|v| v.as_bool())
+            == Some(true);
+        if !stretched || cpu.is_none() {
+            return None;
+        }
+        rec.series
+            .iter()
+            .filter(|s| s.metric == Metric::Gap && s.cpu == cpu)
+            .find_map(|s| GapStalls::from_record(rec, s))
+    }
 }
 
 impl TailModel {

@@ -7,7 +7,7 @@ use punctual_units::Nanos;
 use serde::Serialize;
 
 use crate::buffer::{least_buffers, mttf, Buffering, Mttf};
-use crate::forecast::TailModel;
+use crate::forecast::{GapStalls, TailModel};
 use crate::profiles::Profile;
 
 /// The outcome for one profile on one record.
@@ -36,7 +36,29 @@ pub struct Verdict {
 
 /// The series a verdict is read from: latency series when there are any
 /// (what a buffered consumer suffers), otherwise every non-empty series.
+/// A latency series whose record also measured its CPU's stolen time
+/// without RT-throttling stops (a `check` record, [`GapStalls::own`])
+/// takes the queue model's stall term from those gaps.
 pub fn models(record: &Record) -> Vec<TailModel> {
+    let mut m = tail_models(record);
+    attach_own_gaps(&mut m, record);
+    m
+}
+
+/// Gives each latency model the stall term `stalls_from` measured on a
+/// running thread on its CPU, when that record's gaps are free of
+/// RT-throttling stops ([`GapStalls::own`]); others are left as they are.
+pub fn attach_own_gaps(models: &mut [TailModel], stalls_from: &Record) {
+    for m in models.iter_mut().filter(|m| m.metric == Metric::Latency) {
+        if m.gap_stalls.is_some() {
+            continue;
+        }
+        let cpu = stalls_from.series_named(&m.name).and_then(|s| s.cpu);
+        m.gap_stalls = GapStalls::own(stalls_from, cpu);
+    }
+}
+
+fn tail_models(record: &Record) -> Vec<TailModel> {
     let usable = |m: Metric| matches!(m, Metric::Latency | Metric::Response);
     let pick: Vec<_> = if record
         .series

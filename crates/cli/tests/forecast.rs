@@ -517,3 +517,72 @@ fn check_record_uses_its_own_gaps_only_when_asked() {
     );
     assert_eq!(j["series"][0]["stall_source"]["series"], "cpu0.gap");
 }
+
+/// A `check` record whose noise half polled in stretches (so RT
+/// throttling never stopped it: `extra.noise_loop.stretched`, which
+/// `check` now writes) takes S from its own gaps unasked, in the series'
+/// forecast and in the verdicts; `--tail-stalls` gives back the tail
+/// inference, byte for byte what the same record without the mark gives.
+#[test]
+fn stretched_check_record_uses_its_own_gaps() {
+    let d = tempfile::tempdir().unwrap();
+    let plain = write_timer_cpu0(d.path(), Some((100, 1000, 10)));
+    let mut rec = Record::read(&plain).unwrap();
+    rec.extra.insert(
+        "noise_loop".into(),
+        serde_json::json!({"counter": "tsc", "stretched": true}),
+    );
+    let marked = d.path().join("check-stretched.json");
+    rec.write(&marked).unwrap();
+    let (p, m) = (plain.to_str().unwrap(), marked.to_str().unwrap());
+    let j = run_json(&[&[m][..], &BUF[..]].concat(), d.path());
+    let s = &j["series"][0];
+    assert_eq!(s["stall_source"]["series"], "cpu0.gap", "{s}");
+    assert!((s["mttf"]["queue"]["stalls"]["rate_per_s"].as_f64().unwrap() - 10.0).abs() < 1e-9);
+    // The same as naming it with --stalls.
+    let asked = run_json(&[&[m][..], &BUF[..], &["--stalls", m]].concat(), d.path());
+    assert_eq!(asked["series"], j["series"]);
+    assert_eq!(asked["verdicts"], j["verdicts"]);
+    // Without the mark, or with --tail-stalls: the tail inference.
+    let old = run_json(&[&[p][..], &BUF[..]].concat(), d.path());
+    let tail = run_json(&[&[m][..], &BUF[..], &["--tail-stalls"]].concat(), d.path());
+    assert!(old["series"][0]["stall_source"].is_null());
+    let strip = |mut v: Value| {
+        v["series"][0]["record"] = Value::Null;
+        for x in v["verdicts"].as_array_mut().unwrap() {
+            x["record"] = Value::Null;
+        }
+        v
+    };
+    assert_eq!(strip(tail.clone())["series"], strip(old.clone())["series"]);
+    assert_eq!(strip(tail)["verdicts"], strip(old.clone())["verdicts"]);
+    // 10 stalls/s of 1 ms cost the verdicts: some profile's MTTF is
+    // shorter with the gaps than without (none is longer).
+    let (mut shorter, mut longer) = (0, 0);
+    for (a, b) in j["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(old["verdicts"].as_array().unwrap())
+    {
+        assert_eq!(a["profile"], b["profile"]);
+        let f = |v: &Value| v["mttf_seconds"].as_f64().unwrap_or(f64::INFINITY);
+        if f(a) < f(b) {
+            shorter += 1;
+        }
+        if f(a) > f(b) * 1.000_001 {
+            longer += 1;
+        }
+    }
+    assert!(
+        shorter > 0 && longer == 0,
+        "{shorter} shorter, {longer} longer"
+    );
+    punctual()
+        .arg("forecast")
+        .arg(m)
+        .args(BUF)
+        .args(["--stalls", m, "--tail-stalls"])
+        .assert()
+        .code(2);
+}

@@ -202,6 +202,41 @@ fn check_surveys_and_summarizes() {
             "{x}"
         );
     }
+    // The noise half polled in stretches (no RT-throttling stops), and
+    // says so; `forecast` on the record then takes S from its gaps, and
+    // its verdicts are the ones `check` printed and kept.
+    assert_eq!(
+        v["extra"]["noise_loop"]["stretched"], true,
+        "{}",
+        v["extra"]
+    );
+    assert!(v["config"]["noise.stretch"]["rest_ns"].as_u64().unwrap() > 0);
+    let f = dir.path().join("f.json");
+    punctual()
+        .args([
+            "forecast",
+            "--buffers",
+            "2",
+            "--buffer-len",
+            "1ms",
+            "--compute",
+            "0.5ms",
+        ])
+        .arg(&j)
+        .arg("--json")
+        .arg(&f)
+        .assert()
+        .success();
+    let fj = read_json(&f);
+    for s in fj["series"].as_array().unwrap() {
+        assert_eq!(s["stall_source"]["kind"], "noise gaps", "{s}");
+    }
+    let fv = fj["verdicts"].as_array().unwrap();
+    assert_eq!(fv.len(), verdicts.len());
+    for (a, b) in fv.iter().zip(verdicts) {
+        assert_eq!(a["profile"], b["profile"]);
+        assert_eq!(a["mttf_seconds"], b["mttf_seconds"], "{a} vs {b}");
+    }
 }
 
 /// Ctrl-C ends the run early and still writes the record, marked.

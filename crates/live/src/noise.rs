@@ -323,7 +323,20 @@ pub struct NoiseConfig {
     pub threshold: Option<Nanos>,
     pub max_spikes: usize,
     pub lock_memory: bool,
+    /// Poll at most `.0` at a time, then sleep `.1` (not observed), so the
+    /// kernel's RT throttling never stops a SCHED_FIFO loop: its ~50 ms
+    /// stops are time no thread using less of the CPU ever loses, and a
+    /// record of them charges a forecast's stall term with them
+    /// (docs/forecast.md §3.4). None: only the automatic pause
+    /// ([`needs_self_pause`]) when throttling is off.
+    pub stretch: Option<(Nanos, Nanos)>,
 }
+
+/// Stretches that keep a SCHED_FIFO loop under the default RT throttling
+/// budget (950 ms in every 1 s period): 450 ms of polling, 300 ms of rest,
+/// so any 1 s holds at most 750 ms of it, with room for other real-time
+/// threads. `punctual validate`'s noise phase polls the same way.
+pub const UNTHROTTLED_STRETCH: (Nanos, Nanos) = (Nanos(450_000_000), Nanos(300_000_000));
 
 #[derive(Debug)]
 pub struct NoiseCpuResult {
@@ -351,8 +364,13 @@ pub struct NoiseOutcome {
     pub counter: &'static str,
     pub ns_per_tick: f64,
     pub kernel: Vec<(u32, punctual_record::KernelView)>,
-    /// Self-throttling pause (every, length) when RT throttling was off.
+    /// Self-throttling pause (every, length) when RT throttling was off,
+    /// or the configured stretch.
     pub pause: Option<(Nanos, Nanos)>,
+    /// The loop polled in configured stretches ([`NoiseConfig::stretch`]):
+    /// the kernel's accounting, read over the whole run, is prorated to
+    /// the polled time when the record is filled.
+    pub stretched: bool,
 }
 
 /// Reads `/proc/sys/kernel/sched_rt_runtime_us` (−1: RT throttling off).
@@ -483,7 +501,7 @@ where
         scale,
         Arc::clone(&stop),
         progress,
-        (None, 0),
+        (cfg.stretch, 0),
     );
     let elapsed = per_cpu
         .iter()
@@ -500,7 +518,8 @@ where
         counter: "replay",
         ns_per_tick: scale.ns_per_tick(),
         kernel: Vec::new(),
-        pause: None,
+        pause: cfg.stretch,
+        stretched: cfg.stretch.is_some(),
     }
 }
 
@@ -519,7 +538,9 @@ pub fn run_logging_gaps(
     progress: Arc<Progress>,
 ) -> NoiseOutcome {
     let setup: Arc<dyn ThreadSetup> = Arc::new(crate::setup::RealSetup);
-    let pause = needs_self_pause(cfg.policy, rt_runtime_us());
+    let pause = cfg
+        .stretch
+        .or_else(|| needs_self_pause(cfg.policy, rt_runtime_us()));
     let before = crate::procstat::KernelSnapshot::read();
     let t0 = now(ClockId::Monotonic);
     #[cfg(target_arch = "x86_64")]
@@ -582,6 +603,7 @@ pub fn run_logging_gaps(
         ns_per_tick: scale.ns_per_tick(),
         kernel,
         pause,
+        stretched: cfg.stretch.is_some(),
     }
 }
 
@@ -602,11 +624,19 @@ impl NoiseOutcome {
             } else {
                 p.total.0 as f64 / observed.0 as f64
             };
-            let kv = self
-                .kernel
-                .iter()
-                .find(|(c, _)| *c == r.cpu)
-                .map(|(_, k)| k.clone());
+            let kv = self.kernel.iter().find(|(c, _)| *c == r.cpu).map(|(_, k)| {
+                let mut k = k.clone();
+                if self.stretched {
+                    // /proc/stat was read before and after the whole
+                    // run, rests included: its share of the polled time.
+                    let all = (observed + r.stats.paused).0.max(1) as f64;
+                    let f = observed.0 as f64 / all;
+                    for v in [&mut k.irq_ns, &mut k.softirq_ns, &mut k.steal_ns] {
+                        *v = Nanos((v.0 as f64 * f).round() as u64);
+                    }
+                }
+                k
+            });
             let by_source = kv
                 .as_ref()
                 .map(|k| kernel_shares(k, p.total))
@@ -649,15 +679,19 @@ impl NoiseOutcome {
             );
             logs.push(p.spikes.shifted(r.offset));
         }
-        rec.extra.insert(
-            "noise_loop".into(),
-            serde_json::json!({
-                "counter": self.counter,
-                "ns_per_tick": self.ns_per_tick,
-                "self_pause": self.pause.map(|(e, l)| serde_json::json!({"every_ns": e.0, "sleep_ns": l.0})),
-                "cpus": loop_info,
-            }),
-        );
+        let mut info = serde_json::json!({
+            "counter": self.counter,
+            "ns_per_tick": self.ns_per_tick,
+            "self_pause": self.pause.map(|(e, l)| serde_json::json!({"every_ns": e.0, "sleep_ns": l.0})),
+            "cpus": loop_info,
+        });
+        if self.stretched {
+            // Present only then, so records of unstretched runs keep
+            // their bytes. `punctual forecast` reads it: such a record's
+            // gaps hold no RT-throttling stops.
+            info["stretched"] = serde_json::json!(true);
+        }
+        rec.extra.insert("noise_loop".into(), info);
         let (spikes, dropped) = SpikeLog::merge_all(logs, max_spikes);
         rec.spikes.extend(spikes);
         rec.spikes.sort_by_key(|s| (s.at_ns, s.cpu));
@@ -830,6 +864,76 @@ mod tests {
         assert!(s.observed + s.paused >= Nanos::from_ms(60), "{s:?}");
     }
 
+    /// A run in stretches says so in the record (what `forecast` reads to
+    /// trust its gaps) and prorates the kernel's accounting, read over the
+    /// whole run, rests included, to the polled time; a run without one
+    /// keeps its record as it was.
+    #[test]
+    fn stretched_runs_are_marked_and_prorate_the_kernel_view() {
+        for stretched in [false, true] {
+            let cfg = NoiseConfig {
+                cpus: vec![0],
+                policy: Policy::Fifo { priority: 95 },
+                duration: Nanos::from_ms(10),
+                threshold: Some(Nanos(1000)),
+                max_spikes: 10,
+                lock_memory: false,
+                // Never reached in 10 ms of virtual time: no real sleep.
+                stretch: stretched.then_some((Nanos::from_secs(3600), Nanos(1))),
+            };
+            let mut out = run_with(
+                &cfg,
+                Arc::new(crate::setup::Unprivileged),
+                || Periodic {
+                    t: 0,
+                    i: 0,
+                    step: 25,
+                    every: 1000,
+                    gap: 1_500,
+                    big_every: 100_000,
+                    big_gap: 30_000,
+                },
+                Scale::IDENTITY,
+                Arc::new(AtomicBool::new(false)),
+                Progress::new(1),
+            );
+            assert_eq!(out.stretched, stretched);
+            // As if the loop had rested as long as it polled.
+            let observed = out.per_cpu[0].stats.observed;
+            out.per_cpu[0].stats.paused = observed;
+            out.kernel = vec![(
+                0,
+                punctual_record::KernelView {
+                    irq_ns: Nanos(1000),
+                    softirq_ns: Nanos(2000),
+                    steal_ns: Nanos(4000),
+                    interrupts: Default::default(),
+                },
+            )];
+            let mut rec = punctual_record::Record::new(
+                punctual_record::Source::Measured,
+                "noise",
+                Default::default(),
+            );
+            out.fill(&mut rec, 10);
+            let k = rec.stolen[0].kernel_view.as_ref().unwrap();
+            let mark = rec.extra["noise_loop"].get("stretched");
+            if stretched {
+                assert_eq!(
+                    (k.irq_ns, k.softirq_ns, k.steal_ns),
+                    (Nanos(500), Nanos(1000), Nanos(2000))
+                );
+                assert_eq!(mark, Some(&serde_json::json!(true)));
+            } else {
+                assert_eq!(
+                    (k.irq_ns, k.softirq_ns, k.steal_ns),
+                    (Nanos(1000), Nanos(2000), Nanos(4000))
+                );
+                assert!(mark.is_none());
+            }
+        }
+    }
+
     /// A counter of fixed step with a gap every `every` reads and a
     /// bigger one every `big_every` reads.
     struct Periodic {
@@ -863,6 +967,7 @@ mod tests {
             threshold: Some(Nanos(1000)),
             max_spikes: 100,
             lock_memory: false,
+            stretch: None,
         };
         // Two seconds of virtual time, 80 million reads per CPU: a 1.5 us
         // gap every 1000 reads and a 30 us one every 100 000.

@@ -64,6 +64,7 @@ fn stolen_chunk(cpu: u32, inject: bool) -> (u64, u64) {
         threshold: None,
         max_spikes: 100,
         lock_memory: false,
+        stretch: None,
     };
     let n = inject.then(|| neighbor(cpu));
     let out = noise::run(&cfg, Arc::new(AtomicBool::new(false)), Progress::new(1));

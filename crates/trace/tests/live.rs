@@ -88,6 +88,7 @@ fn noise_probe(cpu: u32, dur: Nanos) -> (ProbeThread, Record, ProbeGaps) {
         threshold: None,
         max_spikes: 1000,
         lock_memory: false,
+        stretch: None,
     };
     let out = run_logging_gaps(
         &cfg,

@@ -169,6 +169,7 @@ pub fn run(args: Args) -> CliResult {
         threshold: args.threshold,
         max_spikes: args.max_spikes,
         lock_memory: !args.no_mlock,
+        stretch: None,
     };
     match args.probe {
         ProbeArg::Timer => super::timer::set_timer_config(&mut rec, &timer_cfg, ""),

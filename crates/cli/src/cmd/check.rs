@@ -12,9 +12,10 @@
 
 use std::path::PathBuf;
 
+use punctual_live::noise::{NoiseConfig, UNTHROTTLED_STRETCH};
 use punctual_live::rt::Policy;
 use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
-use punctual_live::{noise::NoiseConfig, timer::TimerClock, timer::TimerConfig};
+use punctual_live::{timer::TimerClock, timer::TimerConfig};
 use punctual_record::{Metric, Nanos, Platform, Record, Warning};
 
 use super::noise::{noise_gaps, noise_tids, run_noise_probe, set_noise_config, stolen_table};
@@ -49,10 +50,13 @@ pub struct Args {
 }
 
 /// Per-workload verdicts (does this machine meet each shipped profile's
-/// MTTF, and if not what buffering would) read from the timer half only:
-/// the noise half measures stolen time, not wake-ups, and its seconds must
-/// not dilute the wake-up rate. Printed, and kept in `extra["verdicts"]` so
-/// the record says what the terminal said.
+/// MTTF, and if not what buffering would) read from the timer half's
+/// wake-ups: the noise half's seconds must not dilute the wake-up rate.
+/// The time stolen during each compute comes from the noise half's gaps
+/// on the same CPU (docs/forecast.md §3.4), which it measured in stretches
+/// that RT throttling never stops; without them (an interrupted run) it
+/// is inferred from the wake-ups. Printed, and kept in
+/// `extra["verdicts"]` so the record says what the terminal said.
 pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
     let mut timer_part = Record::new(rec.source, &rec.kind, Platform::default());
     timer_part.duration_ns = timer_elapsed;
@@ -62,13 +66,21 @@ pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
         .filter(|s| s.metric == Metric::Latency)
         .cloned()
         .collect();
-    let v = punctual_analysis::verdicts(&timer_part, &punctual_analysis::profiles::builtin());
+    let mut models = punctual_analysis::verdict::models(&timer_part);
+    punctual_analysis::verdict::attach_own_gaps(&mut models, rec);
+    let v =
+        punctual_analysis::verdict::verdicts_for(&models, &punctual_analysis::profiles::builtin());
     if v.is_empty() {
         return;
     }
     let met = v.iter().filter(|x| x.meets_target).count();
+    let from = if models.iter().any(|m| m.gap_stalls.is_some()) {
+        "from the wake-up latencies and the busy loop's stolen time"
+    } else {
+        "from the wake-up latencies"
+    };
     println!(
-        "\n== verdicts: {met} of {} workload profiles meet their target (from the wake-up latencies; `punctual forecast` explains each)",
+        "\n== verdicts: {met} of {} workload profiles meet their target ({from}; `punctual forecast` explains each)",
         v.len()
     );
     print!("{}", punctual_analysis::render_verdicts(&v));
@@ -196,6 +208,10 @@ pub fn run(args: Args) -> CliResult {
         threshold: None,
         max_spikes: DEFAULT_SPIKE_CAPACITY,
         lock_memory: true,
+        // In stretches, so RT throttling never stops the loop: its gaps
+        // then hold only time stolen from a running thread, which the
+        // verdicts charge to each compute.
+        stretch: Some(UNTHROTTLED_STRETCH),
     };
     set_timer_config(&mut rec, &tcfg, "timer.");
     set_noise_config(&mut rec, &ncfg, "noise.");
@@ -218,8 +234,9 @@ pub fn run(args: Args) -> CliResult {
     let mut causes = crate::attach::finish(tracing, &mut rec, &probes, &[], "late wake-ups");
     print!("{}", latency_table(&rec));
     if !interrupted(&stop) {
+        let (on, rest) = UNTHROTTLED_STRETCH;
         println!(
-            "\n== stolen time: one SCHED_FIFO 95 busy loop per CPU for {}",
+            "\n== stolen time: one SCHED_FIFO 95 busy loop per CPU for {} ({on} at a time with {rest} rests, so RT throttling never stops it)",
             ncfg.duration
         );
         // A record of its own for this half: its time zero is the noise

@@ -58,12 +58,17 @@ pub struct Args {
     /// Noise record (`punctual noise`, `check`) whose gap histogram for
     /// the same CPU gives the queue model's stall term S: time stolen from
     /// a running thread, instead of S inferred from the latency tail
-    /// (docs/forecast.md §3.4). May name the forecast record itself (a
-    /// `check` record carries both series). Never used unasked: a `check`
-    /// noise half polls at FIFO for 30 s, so with RT throttling on its gaps
-    /// include the throttled stops, which a consumer never sees.
-    #[arg(long, value_name = "NOISE_RECORD")]
+    /// (docs/forecast.md §3.4). A `check` record whose noise half polled
+    /// in stretches (every `check` since this option's default changed)
+    /// is its own noise record unasked; older ones polled at FIFO for 30 s
+    /// straight, so with RT throttling on their gaps include the throttled
+    /// stops, which a consumer never sees, and are used only when named here.
+    #[arg(long, value_name = "NOISE_RECORD", conflicts_with = "tail_stalls")]
     pub stalls: Option<PathBuf>,
+    /// Infer S from the latency tail (§3.2) even when the record measured
+    /// its stolen time on a running thread itself.
+    #[arg(long)]
+    pub tail_stalls: bool,
     /// Target MTTF for sizing (e.g. 10min, 1h, 1d).
     #[arg(long, value_name = "D", value_parser = opts::positive_duration)]
     pub target: Option<Nanos>,
@@ -222,6 +227,10 @@ pub fn run(a: Args) -> CliResult {
         let shown = path.display().to_string();
         let mut models = select(&rec, &shown, a.series.as_deref(), a.arrivals == "renewal")?;
         attach_stalls(&mut models, &rec, &shown, noise.as_ref())?;
+        if noise.is_none() && a.arrivals != "renewal" && !a.tail_stalls {
+            // A `check` record's own gaps, when free of throttling stops.
+            punctual_analysis::verdict::attach_own_gaps(&mut models, &rec);
+        }
         for m in &models {
             let (text, j) = forecast_series(&shown, &rec, m, &a, &p);
             out.push_str(&text);
@@ -340,9 +349,10 @@ fn select(
 }
 
 /// Gives each latency series the stall term measured by a running thread
-/// on its CPU, from `--stalls` (which must have that CPU). Without it every
-/// series keeps the tail inference, also on a `check` record that has gaps
-/// of its own (see `stalls` in the options for why).
+/// on its CPU, from `--stalls` (which must have that CPU). Without it a
+/// series keeps the tail inference unless its own record measured gaps
+/// without throttling stops (`attach_own_gaps`, see `stalls` in the
+/// options for why).
 fn attach_stalls(
     models: &mut [TailModel],
     rec: &Record,

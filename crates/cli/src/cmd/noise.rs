@@ -55,6 +55,7 @@ pub fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
         threshold: args.threshold,
         max_spikes: args.common.max_spikes,
         lock_memory: !args.common.no_mlock,
+        stretch: None,
     })
 }
 
@@ -76,6 +77,12 @@ pub fn set_noise_config(rec: &mut Record, cfg: &NoiseConfig, prefix: &str) {
             .map(|t| serde_json::json!(t.0))
             .unwrap_or(serde_json::json!("auto")),
     );
+    if let Some((on, rest)) = cfg.stretch {
+        rec.set_config(
+            &format!("{prefix}stretch"),
+            serde_json::json!({"poll_ns": on.0, "rest_ns": rest.0}),
+        );
+    }
 }
 
 /// Gaps kept per CPU for the flight recorder's interval-by-interval split
