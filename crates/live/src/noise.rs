@@ -884,15 +884,7 @@ mod tests {
             let mut out = run_with(
                 &cfg,
                 Arc::new(crate::setup::Unprivileged),
-                || Periodic {
-                    t: 0,
-                    i: 0,
-                    step: 25,
-                    every: 1000,
-                    gap: 1_500,
-                    big_every: 100_000,
-                    big_gap: 30_000,
-                },
+                Periodic::standard,
                 Scale::IDENTITY,
                 Arc::new(AtomicBool::new(false)),
                 Progress::new(1),
@@ -945,6 +937,21 @@ mod tests {
         big_every: u64,
         big_gap: u64,
     }
+    impl Periodic {
+        /// 25 ns a read, a 1.5 us gap every 1000 reads and a 30 us one
+        /// every 100 000.
+        fn standard() -> Periodic {
+            Periodic {
+                t: 0,
+                i: 0,
+                step: 25,
+                every: 1000,
+                gap: 1_500,
+                big_every: 100_000,
+                big_gap: 30_000,
+            }
+        }
+    }
     impl Counter for Periodic {
         fn read(&mut self) -> u64 {
             self.i += 1;
@@ -974,15 +981,7 @@ mod tests {
         let out = run_with(
             &cfg,
             Arc::new(crate::setup::Unprivileged),
-            || Periodic {
-                t: 0,
-                i: 0,
-                step: 25,
-                every: 1000,
-                gap: 1_500,
-                big_every: 100_000,
-                big_gap: 30_000,
-            },
+            Periodic::standard,
             Scale::IDENTITY,
             Arc::new(AtomicBool::new(false)),
             Progress::new(2),

@@ -794,23 +794,9 @@ impl Scheduler {
             Some(t) => (Some(t), false),
             None => self.best_fixed(now, false),
         };
-        if thread != self.current {
-            self.slice_start = now;
-        }
-        self.current = thread;
-        self.charge = if thread.is_some() {
-            Charge::Free
-        } else {
-            Charge::None
-        };
         // Only `best_fixed` reports an equal waiting, for the thread it
         // picked by priority.
-        let until = if thread.is_some() && equal_waiting {
-            Some(self.slice_start + self.cfg.quantum.max(Nanos(1)))
-        } else {
-            None
-        };
-        Decision { thread, until }
+        self.decide_unreserved(now, thread, equal_waiting)
     }
 
     /// [`Scheduler::pick`] through every band. Out of line: inlined into
@@ -918,6 +904,19 @@ impl Scheduler {
         } else {
             self.best_fixed(now, false)
         };
+        self.decide_unreserved(now, thread, equal_waiting)
+    }
+
+    /// The end of a pick with no reservation to charge: the time slice
+    /// restarts on a change of thread, and a thread picked over an equal
+    /// one that waits runs for one quantum at most.
+    #[inline(always)]
+    fn decide_unreserved(
+        &mut self,
+        now: Nanos,
+        thread: Option<ThreadId>,
+        equal_waiting: bool,
+    ) -> Decision {
         if thread != self.current {
             self.slice_start = now;
         }
