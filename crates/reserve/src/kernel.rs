@@ -383,33 +383,46 @@ pub struct Repair {
 /// without it (see [`wait_released`]). A total below zero is a kernel
 /// accounting error that makes admission refuse every SCHED_DEADLINE task
 /// on the machine (EBUSY) until the next rebuild, which recomputes the
-/// totals from the deadline tasks and servers that really exist. The
-/// totals are read once after `settle` (a late release lands within one
-/// relative deadline); nothing is done when none is negative, and at most
-/// three rebuilds are tried.
+/// totals from the deadline tasks and servers that really exist. It is
+/// reproducible with a run killed by SIGKILL and cleaned up at once: its
+/// dead threads' bandwidth is released at their 0-lag time, after the
+/// cleanup's rebuild. So the totals are watched for `window` (a late
+/// release lands within one relative deadline), every 2 ms, and read once
+/// more at its end; nothing is done when none goes negative, and at most
+/// three rebuilds are made in all.
 pub fn repair_negative_totals(
     sched_dir: Option<&Path>,
-    settle: Nanos,
+    window: Nanos,
     mut rebuild: impl FnMut() -> Result<(), String>,
 ) -> Result<Option<Repair>, String> {
-    std::thread::sleep(std::time::Duration::from_nanos(settle.0));
-    let found = negative_totals(&root_domain_bandwidth(sched_dir));
-    if found.is_empty() {
-        return Ok(None);
+    let end = punctual_live::clock::mono() + window;
+    let mut rep: Option<Repair> = None;
+    loop {
+        let last = punctual_live::clock::mono() >= end;
+        let found = negative_totals(&root_domain_bandwidth(sched_dir));
+        if !found.is_empty() {
+            let r = rep.get_or_insert(Repair {
+                found,
+                rebuilds: 0,
+                after: Vec::new(),
+                repaired: false,
+            });
+            if r.rebuilds >= 3 {
+                r.after = root_domain_bandwidth(sched_dir);
+                r.repaired = false;
+                return Ok(rep);
+            }
+            rebuild()?;
+            r.rebuilds += 1;
+            r.after = root_domain_bandwidth(sched_dir);
+            r.repaired = negative_totals(&r.after).is_empty();
+            continue;
+        }
+        if last {
+            return Ok(rep);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    let mut rep = Repair {
-        found,
-        rebuilds: 0,
-        after: Vec::new(),
-        repaired: false,
-    };
-    while rep.rebuilds < 3 && !rep.repaired {
-        rebuild()?;
-        rep.rebuilds += 1;
-        rep.after = root_domain_bandwidth(sched_dir);
-        rep.repaired = negative_totals(&rep.after).is_empty();
-    }
-    Ok(Some(rep))
 }
 
 /// Parses `dl_rq[N]: … .dl_bw->total_bw : X` (2^-20 units) per CPU.

@@ -253,30 +253,36 @@ fn repair_sentence(r: &kernel::Repair) -> String {
 /// A negative root-domain total left by some earlier run (or by a kernel
 /// bug outside punctual) refuses every deadline task; `--cleanup` is where
 /// a user who was told so goes, so it checks and repairs that too.
-fn cleanup_root_domains(dir: &Path) -> Result<Option<kernel::Repair>, String> {
+fn cleanup_root_domains(dir: &Path, window: Nanos) -> Result<Option<kernel::Repair>, String> {
     // Without a journal (no root) debugfs cannot be mounted, but an
     // already mounted one is still read: a user without root is told of a
     // negative total, just not able to clear it.
     let mut jr = Journal::create(dir).ok();
     let sched_dir = kernel::sched_debug_dir(jr.as_mut());
-    let found = kernel::negative_totals(&kernel::root_domain_bandwidth(sched_dir.as_deref()));
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
     let cpu = partition::parse_cpu_list(&online).into_iter().max();
     let rep = match (&mut jr, cpu) {
-        _ if found.is_empty() => Ok(None),
         (Some(j), Some(cpu)) if cpu > 0 => {
-            kernel::repair_negative_totals(sched_dir.as_deref(), Nanos(0), || {
+            kernel::repair_negative_totals(sched_dir.as_deref(), window, || {
                 partition::rebuild_root_domains(j, cpu).map_err(|e| e.to_string())
             })
         }
-        _ => Err(format!(
-            "the deadline bandwidth total is below zero ({}) and clearing it takes root and a machine of two or more CPUs",
-            found
-                .iter()
-                .map(|(c, x)| format!("CPU{c} {:.1}%", x * 100.0))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        _ => {
+            let found =
+                kernel::negative_totals(&kernel::root_domain_bandwidth(sched_dir.as_deref()));
+            if found.is_empty() {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "the deadline bandwidth total is below zero ({}) and clearing it takes root and a machine of two or more CPUs",
+                    found
+                        .iter()
+                        .map(|(c, x)| format!("CPU{c} {:.1}%", x * 100.0))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        }
     };
     let errors = jr.map(|mut j| j.undo_all()).unwrap_or_default();
     if !errors.is_empty() {
@@ -287,7 +293,17 @@ fn cleanup_root_domains(dir: &Path) -> Result<Option<kernel::Repair>, String> {
 
 fn cleanup(dir: &Path) -> CliResult {
     let mut rep = journal::cleanup_stale(dir);
-    match cleanup_root_domains(dir) {
+    // A dead run's deadline threads give back their bandwidth at their
+    // 0-lag time, which can come after the rebuild its cpusets' removal
+    // just made, and drive a total below zero (seen in CI after SIGKILL):
+    // watch for that for a second (reservations' deadlines are below it)
+    // when anything of a dead run was undone.
+    let window = if rep.undone.is_empty() {
+        Nanos::ZERO
+    } else {
+        Nanos::from_secs(1)
+    };
+    match cleanup_root_domains(dir, window) {
         Ok(Some(r)) => {
             let line = repair_sentence(&r);
             if r.repaired {
@@ -352,6 +368,15 @@ pub fn run(a: Args) -> CliResult {
     let stale = journal::cleanup_stale(&a.journal_dir);
     for u in &stale.undone {
         eprintln!("punctual reserve: cleaned up after a killed run: {u}");
+    }
+    if !stale.undone.is_empty() {
+        // As `--cleanup` does: the killed run's bandwidth may come back
+        // after the rebuild its cpusets' removal made (see cleanup()).
+        match cleanup_root_domains(&a.journal_dir, Nanos::from_secs(1)) {
+            Ok(Some(r)) => eprintln!("punctual reserve: {}", repair_sentence(&r)),
+            Ok(None) => {}
+            Err(e) => eprintln!("punctual reserve: {e}"),
+        }
     }
     let mut jr = Journal::create(&a.journal_dir).map_err(|e| {
         CliError::usage(format!(
@@ -598,8 +623,16 @@ pub fn run(a: Args) -> CliResult {
     // the machine until a rebuild (kernel::repair_negative_totals).
     let repair = match (rebuild_cpu, &quiesce) {
         (Some(cpu), Some(q)) if q.how != "bound" => {
-            let settle = Nanos::from_ms(20);
-            kernel::repair_negative_totals(sched_dir.as_deref(), settle, || {
+            // Released bandwidth was waited for before the teardown, so a
+            // late release is not expected; one more deadline covers it.
+            let window = several
+                .iter()
+                .chain(std::iter::once(&spec))
+                .map(|s| s.deadline)
+                .max()
+                .unwrap_or(spec.deadline)
+                + Nanos::from_ms(10);
+            kernel::repair_negative_totals(sched_dir.as_deref(), window, || {
                 partition::rebuild_root_domains(&mut jr, cpu).map_err(|e| e.to_string())
             })
         }
