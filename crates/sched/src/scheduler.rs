@@ -1131,6 +1131,16 @@ mod tests {
         Nanos::from_ms(x)
     }
 
+    /// The randomized tests' generator (xorshift64): a draw below `n`.
+    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        }
+    }
+
     #[test]
     fn fixed_priority_preempts_and_round_robins() {
         let mut s = Scheduler::new(SchedConfig {
@@ -1315,13 +1325,7 @@ mod tests {
     /// equal priority turns it off.
     #[test]
     fn distinct_priorities_decide_as_the_tie_aware_scan() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0x2545_F491_4F6C_DD1Du64);
         let mut a = Scheduler::new(SchedConfig {
             quantum: ms(2),
             ..Default::default()
@@ -1364,13 +1368,7 @@ mod tests {
     /// every thread, across all four of its words (priorities 0 to 255).
     #[test]
     fn priority_bitmap_finds_the_highest_runnable_thread() {
-        let mut x = 0x1234_5678_9ABC_DEF1u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0x1234_5678_9ABC_DEF1u64);
         let mut s = Scheduler::new(SchedConfig::default()).unwrap();
         for p in [255u8, 64, 63, 1, 130, 191, 192] {
             s.add_thread(Class::Fixed { priority: p }).unwrap();
@@ -1405,13 +1403,7 @@ mod tests {
     /// protocol.
     #[test]
     fn priority_fast_path_decides_as_the_general_pick() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0x9E37_79B9_7F4A_7C15u64);
         for proto in [
             LockProtocol::None,
             LockProtocol::Inherit,
@@ -1496,13 +1488,7 @@ mod tests {
     /// servers must decide the same and leave the same state.
     #[test]
     fn ordered_edf_band_picks_as_the_scan() {
-        let mut x = 0xD1B5_4A32_D192_ED03u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0xD1B5_4A32_D192_ED03u64);
         // (lock protocol or no lock, time-sharing reservation, threads
         // other than EDF ones)
         for (proto, ts_rez, others) in [

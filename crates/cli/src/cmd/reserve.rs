@@ -592,24 +592,26 @@ pub fn run(a: Args) -> CliResult {
     // bandwidth; the partition stays until the kernel has let it go (see
     // kernel::wait_released: taking it down first corrupts the
     // root-domain totals).
+    // Within one relative deadline a released reservation's bandwidth is
+    // back (its 0-lag time is at the latest its deadline).
+    let release_bound = several
+        .iter()
+        .chain(std::iter::once(&spec))
+        .map(|s| s.deadline)
+        .max()
+        .unwrap_or(spec.deadline)
+        + Nanos::from_ms(10);
     let quiesce = if partition.is_some() || !parts.is_empty() {
         let cpus: Vec<u32> = partition
             .iter()
             .chain(parts.iter())
             .map(|p| p.cpu)
             .collect();
-        let bound = several
-            .iter()
-            .chain(std::iter::once(&spec))
-            .map(|s| s.deadline)
-            .max()
-            .unwrap_or(spec.deadline)
-            + Nanos::from_ms(10);
         Some(kernel::wait_released(
             sched_dir.as_deref(),
             &rd_baseline,
             &cpus,
-            bound,
+            release_bound,
         ))
     } else {
         None
@@ -625,14 +627,7 @@ pub fn run(a: Args) -> CliResult {
         (Some(cpu), Some(q)) if q.how != "bound" => {
             // Released bandwidth was waited for before the teardown, so a
             // late release is not expected; one more deadline covers it.
-            let window = several
-                .iter()
-                .chain(std::iter::once(&spec))
-                .map(|s| s.deadline)
-                .max()
-                .unwrap_or(spec.deadline)
-                + Nanos::from_ms(10);
-            kernel::repair_negative_totals(sched_dir.as_deref(), window, || {
+            kernel::repair_negative_totals(sched_dir.as_deref(), release_bound, || {
                 partition::rebuild_root_domains(&mut jr, cpu).map_err(|e| e.to_string())
             })
         }
