@@ -127,9 +127,16 @@ impl GapStalls {
             .and_then(|v| v.get("stretched"))
             .and_then(|v| v.as_bool())
             == Some(true);
-        if !stretched || cpu.is_none() {
+        if !stretched {
             return None;
         }
+        GapStalls::for_cpu(rec, cpu)
+    }
+
+    /// The first gap series of `rec` for `cpu` that has its stolen-time
+    /// totals; None without a CPU.
+    pub fn for_cpu(rec: &Record, cpu: Option<u32>) -> Option<GapStalls> {
+        cpu?;
         rec.series
             .iter()
             .filter(|s| s.metric == Metric::Gap && s.cpu == cpu)

@@ -6,7 +6,7 @@
 //! that merges losslessly across runs and machines. The probes' hot loops
 //! only call [`Recorder::record`], which is O(1) and allocation-free after
 //! warm-up except when a value lands beyond the dense range (rare: a bucket
-//! index past [`DENSE_MAX`] goes to a map).
+//! index past [`DENSE_BUCKETS`] goes to a map).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -25,12 +25,6 @@ pub const DEFAULT_BUCKET_NS: u64 = 1_000;
 /// Buckets kept in a flat array (8.192 ms at 1 µs): nearly every latency,
 /// gap and interval sample lands here.
 pub const DENSE_BUCKETS: usize = 8192;
-
-/// How far the flat array may grow. Growing it to 65.5 ms (512 KiB) saved
-/// map updates for tasks with long periods but cost more in zeroed pages
-/// than it saved on the 20-task SimSo set (RSS 18 -> 42 MB, wall time up),
-/// so it stays at [`DENSE_BUCKETS`], allocated whole on first use.
-const DENSE_MAX: usize = DENSE_BUCKETS;
 
 /// Sparse fixed-width histogram: `buckets` holds `[lower_ns, count]` pairs
 /// in increasing order, only for non-empty buckets.
@@ -154,9 +148,11 @@ pub struct Recorder {
     hdr_pending: Vec<u64>,
     /// Samples in `hdr_pending`.
     pending: u64,
-    /// Counts of bucket indices below its length (at most [`DENSE_MAX`]):
-    /// a map insert per
-    /// sample was most of the simulator's time, an array increment is not.
+    /// Counts of bucket indices below [`DENSE_BUCKETS`] (allocated whole on
+    /// first use; growing it to 65.5 ms saved map updates for long periods
+    /// but cost more in zeroed pages: RSS 18 -> 42 MB on the 20-task SimSo
+    /// set, wall time up): a map insert per sample was most of the
+    /// simulator's time, an array increment is not.
     dense: Vec<u64>,
     /// Buckets at or beyond the dense range, keyed by lower bound in ns.
     sparse: BTreeMap<u64, u64>,
@@ -213,7 +209,7 @@ impl Recorder {
         } else {
             self.record_hdr_cold(h);
         }
-        // The dense array never grows past DENSE_MAX.
+        // Empty until first use, then DENSE_BUCKETS long.
         let bucket = self.bucket_index(x) as usize;
         if let Some(n) = self.dense.get_mut(bucket) {
             *n += 1;
@@ -384,9 +380,9 @@ impl Recorder {
     #[inline(always)]
     fn add_bucket(&mut self, value_ns: u64, n: u64) {
         let idx = self.bucket_index(value_ns);
-        if idx < DENSE_MAX as u64 {
-            if idx as usize >= self.dense.len() {
-                self.grow_dense(idx as usize);
+        if idx < DENSE_BUCKETS as u64 {
+            if self.dense.is_empty() {
+                self.dense = vec![0; DENSE_BUCKETS];
             }
             self.dense[idx as usize] += n;
         } else {
@@ -416,15 +412,6 @@ impl Recorder {
     #[inline(never)]
     fn add_sparse(&mut self, idx: u64, n: u64) {
         *self.sparse.entry(idx * self.bucket_ns).or_default() += n;
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn grow_dense(&mut self, idx: usize) {
-        let len = (idx + 1)
-            .next_power_of_two()
-            .clamp(DENSE_BUCKETS, DENSE_MAX);
-        self.dense.resize(len, 0);
     }
 
     /// Non-empty buckets as `(lower_ns, count)` in increasing order: the

@@ -350,6 +350,15 @@ pub fn wait_released(
     }
 }
 
+/// Root-domain totals as a sentence shows them: `CPU0 10.0%, CPU1 10.0%`.
+pub fn format_totals(totals: &[(u32, f64)]) -> String {
+    totals
+        .iter()
+        .map(|(c, x)| format!("CPU{c} {:.1}%", x * 100.0))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The CPUs whose root-domain deadline total is below zero.
 pub fn negative_totals(totals: &[(u32, f64)]) -> Vec<(u32, f64)> {
     // Half a 2^-20 unit: anything below is a real negative count.
@@ -472,27 +481,18 @@ pub fn explain_refusal(
             bw.tasks.len()
         )
     } else {
-        let rd: Vec<String> = bw
-            .root_domain_in_use_ratio
-            .iter()
-            .map(|(c, x)| format!("CPU{c} {}", pct(*x)))
-            .collect();
         format!(
             "{} by {} user deadline thread(s); root-domain totals incl. the kernel's fair servers: {}",
             pct(bw.tasks_in_use_ratio),
             bw.tasks.len(),
-            rd.join(", ")
+            format_totals(&bw.root_domain_in_use_ratio)
         )
     };
     let negative = negative_totals(&bw.root_domain_in_use_ratio);
     if err.raw_os_error() == Some(libc::EBUSY) && !negative.is_empty() {
-        let rd: Vec<String> = negative
-            .iter()
-            .map(|(c, x)| format!("CPU{c} {}", pct(*x)))
-            .collect();
         return format!(
             "admission control refused {runtime}/{period} because the kernel's deadline bandwidth total is below zero ({}), an accounting error an earlier root-domain rebuild can leave that refuses every SCHED_DEADLINE task; `punctual reserve --cleanup` rebuilds the root domains and clears it",
-            rd.join(", ")
+            format_totals(&negative)
         );
     }
     match err.raw_os_error() {

@@ -1779,27 +1779,22 @@ impl Sim {
         // level and the event queue), so once the interrupt level is clear
         // it stays clear: the checks above need not run again.
         loop {
-            if let Some(ti) = self.cpus[c].running {
-                if self.advance_task(ti, c) {
-                    guard += 1;
-                    if guard > 100_000 {
-                        self.too_many_changes(c);
-                        break;
-                    }
-                    continue;
-                }
-            }
-            let cpu = &self.cpus[c];
-            if cpu.need_pick || cpu.until.is_some_and(|u| u <= now) {
-                self.pick(c);
-                guard += 1;
-                if guard > 100_000 {
-                    self.too_many_changes(c);
+            let advanced = match self.cpus[c].running {
+                Some(ti) => self.advance_task(ti, c),
+                None => false,
+            };
+            if !advanced {
+                let cpu = &self.cpus[c];
+                if !(cpu.need_pick || cpu.until.is_some_and(|u| u <= now)) {
                     break;
                 }
-                continue;
+                self.pick(c);
             }
-            break;
+            guard += 1;
+            if guard > 100_000 {
+                self.too_many_changes(c);
+                break;
+            }
         }
         self.arm(c);
     }

@@ -367,12 +367,7 @@ fn attach_stalls(
             continue;
         }
         let cpu = rec.series_named(&m.name).and_then(|s| s.cpu);
-        let gaps = r
-            .series
-            .iter()
-            .filter(|s| s.metric == Metric::Gap && s.cpu.is_some() && s.cpu == cpu)
-            .find_map(|s| GapStalls::from_record(r, s));
-        m.gap_stalls = Some(gaps.ok_or_else(|| {
+        m.gap_stalls = Some(GapStalls::for_cpu(r, cpu).ok_or_else(|| {
             CliError::usage(format!(
                 "--stalls {path}: no gap series with stolen-time totals for the CPU of \
                  {shown}'s {} ({})",

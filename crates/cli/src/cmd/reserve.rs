@@ -227,12 +227,7 @@ fn validate_one(
 /// One line for a root-domain repair: what was wrong and whether the
 /// rebuild cleared it.
 fn repair_sentence(r: &kernel::Repair) -> String {
-    let list = |v: &[(u32, f64)]| {
-        v.iter()
-            .map(|(c, x)| format!("CPU{c} {:.1}%", x * 100.0))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let list = kernel::format_totals;
     if r.repaired {
         format!(
             "the kernel left its deadline bandwidth total below zero when the partition came down ({}), which would refuse every SCHED_DEADLINE task; punctual rebuilt the root domains ({} rebuild(s)) and the totals read {} again",
@@ -275,11 +270,7 @@ fn cleanup_root_domains(dir: &Path, window: Nanos) -> Result<Option<kernel::Repa
             } else {
                 Err(format!(
                     "the deadline bandwidth total is below zero ({}) and clearing it takes root and a machine of two or more CPUs",
-                    found
-                        .iter()
-                        .map(|(c, x)| format!("CPU{c} {:.1}%", x * 100.0))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    kernel::format_totals(&found)
                 ))
             }
         }
