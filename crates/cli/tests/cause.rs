@@ -29,8 +29,17 @@ fn tracefs_mounted() -> bool {
         .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
 }
 
+/// Where the recorder puts its instances: the tracefs mount it would use
+/// (tracefs may be mounted only under /sys/kernel/debug/tracing, e.g. after
+/// something touched debugfs's automount), or where it would mount one.
+fn instances_dir() -> PathBuf {
+    punctual_trace::tracefs::find_mount()
+        .unwrap_or_else(|| PathBuf::from(punctual_trace::tracefs::TRACEFS))
+        .join("instances")
+}
+
 fn instance(pid: u32) -> PathBuf {
-    PathBuf::from(format!("/sys/kernel/tracing/instances/punctual-{pid}"))
+    instances_dir().join(format!("punctual-{pid}"))
 }
 
 fn journal(pid: u32) -> PathBuf {
@@ -49,7 +58,7 @@ fn wait_for(p: &Path, secs: u64) -> bool {
 }
 
 fn other_punctual_instances(except: u32) -> bool {
-    std::fs::read_dir("/sys/kernel/tracing/instances")
+    std::fs::read_dir(instances_dir())
         .map(|rd| {
             rd.flatten().any(|e| {
                 let n = e.file_name().to_string_lossy().into_owned();
@@ -62,7 +71,7 @@ fn other_punctual_instances(except: u32) -> bool {
 /// `instances/punctual-<pid>` whose process is gone: left behind. (Live
 /// ones belong to other punctual runs on this shared machine.)
 fn dead_punctual_instances() -> Vec<String> {
-    std::fs::read_dir("/sys/kernel/tracing/instances")
+    std::fs::read_dir(instances_dir())
         .map(|rd| {
             rd.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
