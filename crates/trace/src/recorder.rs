@@ -701,7 +701,8 @@ pub struct StolenSplit {
     pub incomplete_intervals: u64,
     pub entry_exit_cap_ns: u64,
     /// Distribution of the rest (minus the loop) of intervals holding
-    /// exactly one event: what one interrupt's entry/exit costs here.
+    /// exactly one event, a hardware interrupt (irq, vector or NMI): what
+    /// one interrupt's entry/exit costs here.
     pub one_event_rest_p50_ns: u64,
     pub one_event_rest_p90_ns: u64,
     pub one_event_rest_p99_ns: u64,
@@ -876,7 +877,16 @@ impl Trace {
                     sp.no_event_ns += rest;
                 }
             } else {
-                if instances == 1 && w.self_faults == 0 {
+                // What one interrupt costs: an interval holding one
+                // hardware interruption (a handler or a vector) and
+                // nothing else. A softirq or a thread alone came in
+                // without an interrupt of its own, or is where a
+                // neighbouring interval's end landed: their small rests
+                // would make the cap too small for every interrupt.
+                if instances == 1
+                    && w.self_faults == 0
+                    && matches!(w.sources[0].kind.as_str(), "irq" | "vector" | "nmi")
+                {
                     single.push(rest);
                 }
                 rests.push((rest, instances, w.self_faults));
