@@ -128,8 +128,8 @@ fn noise_probe(cpu: u32, dur: Nanos) -> (ProbeThread, Record, ProbeGaps) {
 struct Named {
     /// Share of all stolen time named.
     all: f64,
-    /// Share named of the stolen time less the host's steal (see
-    /// [`host_ns`]): at least 90%.
+    /// Share named of the stolen time less the host's (see [`host_ns`]):
+    /// at least 90%.
     judged: f64,
     /// The intervals with no guest event at all: the largest ten (ms into
     /// the run, ns), their count and total — on a shortfall, the evidence
@@ -137,11 +137,14 @@ struct Named {
     quiet: Vec<(f64, u64)>,
     quiet_count: usize,
     quiet_ns: u64,
+    /// `quiet_ns` as a share of all stolen time: at most
+    /// [`MAX_QUIET_SHARE`].
+    quiet_share: f64,
 }
 
 impl Named {
     fn assert(&self) {
-        if self.judged < 0.90 {
+        if self.judged < 0.90 || self.quiet_share > MAX_QUIET_SHARE {
             eprintln!(
                 "{} intervals with no guest event at all, {} ns; the largest (ms into the run, ns): {:?}",
                 self.quiet_count, self.quiet_ns, self.quiet
@@ -149,9 +152,15 @@ impl Named {
         }
         assert!(
             self.judged >= 0.90,
-            "only {:.1}% named ({:.1}% once the host's steal is set aside)",
+            "only {:.1}% named ({:.1}% once the host's steal and the intervals without a guest event are set aside)",
             self.all * 100.0,
             self.judged * 100.0
+        );
+        assert!(
+            self.quiet_share <= MAX_QUIET_SHARE,
+            "{:.1}% of the stolen time is in intervals with no guest event at all (at most {:.0}%)",
+            self.quiet_share * 100.0,
+            MAX_QUIET_SHARE * 100.0
         );
     }
 }
@@ -176,7 +185,8 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
         .kernel_view
         .as_ref()
         .map_or(0, |k| k.steal_ns.0);
-    let host = host_ns(sp.no_event_ns, steal);
+    let quiet_ns = quiet_ns(trace, cpu, tid, origin, &log);
+    let host = host_ns(sp.no_event_ns, steal, quiet_ns.iter().map(|q| q.1).sum());
     let named = sp.named_ns + sp.entry_exit_ns + sp.loop_ns;
     let judged = named as f64 / (sp.stolen_ns - host).max(1) as f64;
     let faults = rec.stolen[0]
@@ -203,19 +213,14 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
         quiet: Vec::new(),
         quiet_count: 0,
         quiet_ns: 0,
+        quiet_share: 0.0,
     };
     // Always counted (cheap, and the first thing to read in a CI log):
     // the intervals with no guest event at all, and the largest of them.
-    let mut quiet: Vec<(u64, u64)> = log
-        .iter()
-        .map(|&(at, len)| (origin + at.0, len.0))
-        .filter(|&(a, len)| {
-            let w = trace.split(cpu, a, a + len, &[tid]);
-            w.sources.is_empty() && w.self_faults == 0
-        })
-        .collect();
+    let mut quiet = quiet_ns;
     out.quiet_count = quiet.len();
     out.quiet_ns = quiet.iter().map(|q| q.1).sum();
+    out.quiet_share = out.quiet_ns as f64 / sp.stolen_ns.max(1) as f64;
     quiet.sort_by_key(|q| std::cmp::Reverse(q.1));
     out.quiet = quiet
         .iter()
@@ -242,10 +247,41 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
 /// its own interrupts, supplying a page on a fault — is not steal; the
 /// first is tens of microseconds per 10 ms here (about 1% of a run's
 /// stolen time), the second rides on a guest page fault, which is named.
-fn host_ns(no_event_ns: u64, steal_ns: u64) -> u64 {
+///
+/// Beyond steal, the intervals in which the guest ran nothing at all that
+/// the tracer sees (no interrupt, vector, NMI, softirq, thread, kworker or
+/// page fault: the probe's loop simply stopped) are set aside too: a
+/// guest tracer cannot name them, and on this VM they come in bursts of
+/// thousands of 1-3 µs exits on the host's 10 ms grid that steal does not
+/// count (one run in six or so; 3,633 such intervals, 8.3 ms, 11% of one
+/// run's stolen time, with steal 0). They are bounded instead
+/// ([`MAX_QUIET_SHARE`]), so a recorder that stops seeing the guest fails.
+fn host_ns(no_event_ns: u64, steal_ns: u64, quiet_ns: u64) -> u64 {
     // SAFETY: sysconf has no memory effects.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    no_event_ns.min(steal_ns.saturating_sub(1_000_000_000 / hz))
+    no_event_ns.min(steal_ns.saturating_sub(1_000_000_000 / hz).max(quiet_ns))
+}
+
+/// Most of the stolen time that may fall in intervals with no guest event
+/// at all: past it, the tracer is missing the guest, not the host.
+const MAX_QUIET_SHARE: f64 = 0.2;
+
+/// The probe's intervals with no guest event at all: (start on the trace
+/// clock, length ns).
+fn quiet_ns(
+    trace: &Trace,
+    cpu: u32,
+    tid: i32,
+    origin: u64,
+    log: &[(Nanos, Nanos)],
+) -> Vec<(u64, u64)> {
+    log.iter()
+        .map(|&(at, len)| (origin + at.0, len.0))
+        .filter(|&(a, len)| {
+            let w = trace.split(cpu, a, a + len, &[tid]);
+            w.sources.is_empty() && w.self_faults == 0
+        })
+        .collect()
 }
 
 #[test]
