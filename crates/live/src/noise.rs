@@ -163,6 +163,31 @@ impl GapProcessor {
         self.gap_log_dropped
     }
 
+    /// Re-measures the kept gaps' and spikes' start times against the
+    /// clock of the run's timeline: `probe_span` is how long the run was
+    /// by the counter's calibrated scale, `clock_span` by CLOCK_MONOTONIC
+    /// read around the same loop. The 50 ms calibration is good to a few
+    /// ppm — microseconds after a second, enough to shift a gap onto the
+    /// wrong side of the interrupt a tracer saw end inside it — and
+    /// CLOCK_MONOTONIC (the tracer's clock) may run apart from the raw
+    /// clock it was calibrated on by NTP's correction. Lengths keep the
+    /// calibrated scale (ppm of a length is nothing). Spans further apart
+    /// than 0.1% are left alone and false returned: not a clock's error,
+    /// the run was disturbed (suspended, or a counter that is no clock).
+    pub fn align_positions(&mut self, probe_span: Nanos, clock_span: Nanos) -> bool {
+        let (p, c) = (probe_span.0, clock_span.0);
+        if p == 0 || c.abs_diff(p) > p / 1000 {
+            return false;
+        }
+        if let Some((v, _)) = &mut self.gap_log {
+            for g in v.iter_mut() {
+                g.0 = Nanos(crate::spikes::mul_div(g.0 .0, c, p));
+            }
+        }
+        self.spikes.stretch_positions(c, p);
+        true
+    }
+
     /// One stolen interval starting `at` (since the run's start).
     ///
     /// The whole step counts as stolen, including the loop's own iteration
@@ -214,6 +239,9 @@ pub struct LoopStats {
     pub min_step: Nanos,
     /// Time the loop slept on purpose (self-throttling), not observed.
     pub paused: Nanos,
+    /// The counter's value at the loop's time zero (gap times count from
+    /// it), to place them on CLOCK_MONOTONIC (see [`clock_pair`]).
+    pub first_read: u64,
 }
 
 /// Parameters of [`poll`], in counter ticks where the hot loop needs them.
@@ -292,7 +320,27 @@ pub fn poll<C: Counter>(
             scale.to_ns(min_step)
         },
         paused: scale.to_ns(paused_ticks),
+        first_read: start,
     }
+}
+
+/// A counter reading and CLOCK_MONOTONIC at the same instant: the clock
+/// read between two counter reads, their midpoint kept, from the closest
+/// of a few tries. A page fault or an interrupt between the reads (the
+/// first run of this code may fault its page in, microseconds here) only
+/// widens a try, and the narrowest is tens of ns wide.
+pub fn clock_pair<C: Counter>(c: &mut C) -> (u64, Nanos) {
+    let mut best = (u64::MAX, 0u64, Nanos::ZERO);
+    for _ in 0..8 {
+        let a = c.read();
+        let m = now(ClockId::Monotonic);
+        let b = c.read();
+        let width = b.wrapping_sub(a);
+        if width < best.0 {
+            best = (width, a.wrapping_add(width / 2), m);
+        }
+    }
+    (best.1, best.2)
 }
 
 /// Automatic threshold: ten times the loop's minimum step, and never below
@@ -438,8 +486,19 @@ where
                     duration: cfg2.duration,
                     pause,
                 };
-                let offset = now(ClockId::Monotonic).saturating_sub(origin);
+                // Gap times count from the loop's first counter read: the
+                // counter-clock pairs around the loop place that on the
+                // run's (and a tracer's) timeline, and measure the loop's
+                // span on the clock, to correct the times' scale.
+                let before = clock_pair(&mut c);
                 let mut stats = poll(&mut c, &params, &stop, &mut p, progress.max_ns.get(idx));
+                let after = clock_pair(&mut c);
+                let zero = before.1 + scale.to_ns(stats.first_read.saturating_sub(before.0));
+                let offset = zero.saturating_sub(origin);
+                p.align_positions(
+                    scale.to_ns(after.0.saturating_sub(before.0)),
+                    after.1.saturating_sub(before.1),
+                );
                 stats.min_step = stats.min_step.min(min_step).max(Nanos(1));
                 drop(guard);
                 (
@@ -823,6 +882,30 @@ mod tests {
         assert_eq!(log[1].1, Nanos(3_020));
         assert_eq!(p.gap_log_dropped(), 1);
         assert_eq!(p.count(), 3);
+    }
+
+    /// A run the calibrated scale measured as 1 s and CLOCK_MONOTONIC as
+    /// 1 s + 5 µs (5 ppm): positions move with the clock, lengths stay;
+    /// 0.1% apart is no clock error and is left alone.
+    #[test]
+    fn positions_follow_the_runs_clock() {
+        let mut p = GapProcessor::new(0, Nanos(1000), SpikeLog::new(Metric::Gap, Nanos(1000), 4))
+            .with_gap_log(4);
+        p.on_gap(Nanos::from_ms(800), Nanos(5_000));
+        p.on_gap(Nanos::from_ms(1000), Nanos(7_000));
+        assert!(!p.align_positions(Nanos::from_secs(1), Nanos::from_ms(1002)));
+        assert_eq!(p.gap_log()[1].0, Nanos::from_ms(1000));
+        assert!(p.align_positions(Nanos::from_secs(1), Nanos(1_000_005_000)));
+        assert_eq!(
+            p.gap_log(),
+            &[
+                (Nanos(800_004_000), Nanos(5_000)),
+                (Nanos(1_000_005_000), Nanos(7_000))
+            ]
+        );
+        let spikes = p.spikes.clone().into_spikes();
+        assert_eq!(spikes[0].at_ns, Nanos(800_004_000));
+        assert_eq!(spikes[1].value_ns, Nanos(7_000));
     }
 
     #[test]

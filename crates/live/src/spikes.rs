@@ -85,6 +85,20 @@ impl SpikeLog {
         self
     }
 
+    /// Multiplies every kept event's time by `num / den` (positions
+    /// re-measured against another clock; see
+    /// `GapProcessor::align_positions`). Values are left alone.
+    pub fn stretch_positions(&mut self, num: u64, den: u64) {
+        if num == den || den == 0 {
+            return;
+        }
+        let heap = std::mem::take(&mut self.heap);
+        self.heap = heap
+            .into_iter()
+            .map(|Reverse((v, at, c))| Reverse((v, mul_div(at, num, den), c)))
+            .collect();
+    }
+
     /// The kept events in time order.
     pub fn into_spikes(self) -> Vec<Spike> {
         let metric = self.metric;
@@ -115,6 +129,11 @@ impl SpikeLog {
         all.sort_by_key(|s| (s.at_ns, s.cpu));
         (all, dropped)
     }
+}
+
+/// `x * num / den` without overflow (rounded down).
+pub fn mul_div(x: u64, num: u64, den: u64) -> u64 {
+    (x as u128 * num as u128 / den.max(1) as u128) as u64
 }
 
 #[cfg(test)]

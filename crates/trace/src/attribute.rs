@@ -129,6 +129,11 @@ struct CpuState {
     last_ts: u64,
     first_ts: Option<u64>,
     next_inst: u32,
+    /// Page faults entered (time, pid), oldest dropped past the segment
+    /// bound. A fault has no exit event, so it is no segment: a window
+    /// counts the watched thread's own faults, and its task-level time
+    /// there is the fault's (see [`WindowSplit::self_faults`]).
+    faults: VecDeque<(u64, i32)>,
 }
 
 /// Totals of one source over a window.
@@ -162,6 +167,9 @@ impl SourceTotal {
     }
 }
 
+/// The source name of a watched thread's own page faults.
+pub const PAGE_FAULT_NAME: &str = "page fault";
+
 /// What a window was made of.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WindowSplit {
@@ -176,6 +184,13 @@ pub struct WindowSplit {
     /// The window is not fully covered by intact trace.
     pub incomplete: bool,
     pub length_ns: u64,
+    /// Page faults the watched thread entered inside the window. Its
+    /// task-level time there (`unexplained_ns`) is then the faults' own:
+    /// a busy loop takes no time at task level but its next iteration,
+    /// and the fault (the guest's handler and, on a VM, the host supplying
+    /// the page) ran in its context with no other event to show for it.
+    #[serde(default)]
+    pub self_faults: u64,
 }
 
 impl WindowSplit {
@@ -199,15 +214,20 @@ impl WindowSplit {
                 share: s.total_ns as f64 / denom,
             })
             .collect();
-        for (name, ns) in [
-            ("no guest event", self.unexplained_ns),
-            ("cpu idle", self.idle_ns),
+        let (kind, name, count) = if self.self_faults > 0 {
+            ("fault", PAGE_FAULT_NAME, self.self_faults)
+        } else {
+            ("unexplained", "no guest event", 1)
+        };
+        for (kind, name, count, ns) in [
+            (kind, name, count, self.unexplained_ns),
+            ("unexplained", "cpu idle", 1, self.idle_ns),
         ] {
             if ns > 0 {
                 v.push(SourceShare {
-                    kind: "unexplained".into(),
+                    kind: kind.into(),
                     name: name.into(),
-                    count: 1,
+                    count,
                     total_ns: punctual_record::Nanos(ns),
                     max_ns: punctual_record::Nanos(ns),
                     share: ns as f64 / denom,
@@ -591,6 +611,14 @@ impl Attributor {
             Event::WorkEnd { .. } => {
                 self.work.remove(&ev.pid);
             }
+            Event::PageFault => {
+                let max = self.max_segments;
+                let st = self.cpus.get_mut(&cpu).expect("exists");
+                st.faults.push_back((ts, ev.pid));
+                if st.faults.len() > max {
+                    st.faults.pop_front();
+                }
+            }
             Event::Nmi { .. } => unreachable!("handled above"),
         }
     }
@@ -738,6 +766,13 @@ impl Attributor {
             e.4 += d;
             e.2 = e.2.max(e.4);
         }
+        let f0 = st.faults.partition_point(|f| f.0 < start);
+        out.self_faults = st
+            .faults
+            .range(f0..)
+            .take_while(|f| f.0 < end)
+            .filter(|f| self_pids.contains(&f.1))
+            .count() as u64;
         // Time no segment covers (before the trace, inside a loss) is not
         // named: it is counted as unexplained and the window flagged.
         let gap = out.length_ns.saturating_sub(covered);

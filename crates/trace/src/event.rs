@@ -55,6 +55,9 @@ pub enum Event {
     Nmi {
         delta_ns: i64,
     },
+    /// A page fault entered by the current task (`exceptions:page_fault_*`;
+    /// no exit event exists).
+    PageFault,
 }
 
 /// Whether a `sched_switch` `prev_state` says the task was still
@@ -119,6 +122,7 @@ enum Kind {
     Nmi {
         delta: Field,
     },
+    PageFault,
 }
 
 /// Maps event ids to decoders; built once per run from the format files.
@@ -176,6 +180,7 @@ impl Decoder {
                 ("nmi", "nmi_handler") => Kind::Nmi {
                     delta: g("delta_ns")?,
                 },
+                ("exceptions", "page_fault_user" | "page_fault_kernel") => Kind::PageFault,
                 _ => continue,
             };
             if common.is_none() {
@@ -238,6 +243,7 @@ impl Decoder {
             Kind::Nmi { delta } => Event::Nmi {
                 delta_ns: delta.int(rec)?,
             },
+            Kind::PageFault => Event::PageFault,
         };
         Some(Decoded { ts, pid, event })
     }
@@ -254,4 +260,40 @@ pub fn load_formats(events_dir: &std::path::Path, names: &[String]) -> Vec<Event
             EventFormat::parse(sys, &text).ok()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This kernel's `exceptions:page_fault_user` format (and the kernel
+    /// one, the same fields): a page fault with the pid it ran for.
+    #[test]
+    fn page_faults_decode_with_their_task() {
+        let text = |name: &str, id: u16| {
+            format!(
+                "name: {name}\nID: {id}\nformat:\n\
+                 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+                 \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+                 \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+                 \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+                 \tfield:unsigned long address;\toffset:8;\tsize:8;\tsigned:0;\n\
+                 \tfield:unsigned long ip;\toffset:16;\tsize:8;\tsigned:0;\n\
+                 \tfield:unsigned long error_code;\toffset:24;\tsize:8;\tsigned:0;\n\n\
+                 print fmt: \"address=%ps ip=%ps error_code=0x%lx\"\n"
+            )
+        };
+        let formats = [
+            EventFormat::parse("exceptions", &text("page_fault_user", 190)).unwrap(),
+            EventFormat::parse("exceptions", &text("page_fault_kernel", 189)).unwrap(),
+        ];
+        let d = Decoder::new(&formats).unwrap();
+        for id in [190u16, 189] {
+            let mut rec = vec![0u8; 32];
+            rec[0..2].copy_from_slice(&id.to_le_bytes());
+            rec[4..8].copy_from_slice(&4242i32.to_le_bytes());
+            let ev = d.decode(7, &rec).unwrap();
+            assert_eq!((ev.ts, ev.pid, ev.event), (7, 4242, Event::PageFault));
+        }
+    }
 }

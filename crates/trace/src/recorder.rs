@@ -17,7 +17,7 @@ use std::time::Duration;
 use punctual_record::{KernelView, Metric, Nanos, Record, SourceShare, Warning};
 use serde::{Deserialize, Serialize};
 
-use crate::attribute::{Attributor, SourceTotal, Symbols, WindowSplit};
+use crate::attribute::{Attributor, SourceTotal, Symbols, WindowSplit, PAGE_FAULT_NAME};
 use crate::event::Decoder;
 use crate::format::{HeaderEvent, HeaderPage};
 use crate::rings::{drain_ring, Rings};
@@ -25,6 +25,13 @@ use crate::tracefs::{Instance, NoTracing, JOURNAL_DIR};
 
 /// The events recorded, as `system/event`; those this kernel lacks are
 /// skipped (and listed in the summary).
+///
+/// The page-fault events name what a probe's own first touch of memory
+/// costs: the fault runs in the probe's context with no other event, and
+/// on a VM whose free memory the host has taken back (free page
+/// reporting, ballooning) each fault also waits for the host to supply
+/// the page — microseconds to milliseconds that would otherwise look like
+/// a hypervisor stall.
 ///
 /// `sched_wakeup` is optional: attribution takes names and priorities from
 /// `sched_switch`, and the wakeup event sits on the probe's own wake-up
@@ -40,6 +47,8 @@ pub fn wanted_events(tracefs_events: &Path, wakeups: bool) -> Vec<String> {
         "workqueue/workqueue_execute_start",
         "workqueue/workqueue_execute_end",
         "nmi/nmi_handler",
+        "exceptions/page_fault_user",
+        "exceptions/page_fault_kernel",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -268,7 +277,7 @@ impl FlightRecorder {
             header_page: hp,
             header_event: he,
             enabled,
-            missing,
+            mut missing,
         } = Rings::open(
             inst,
             cpus,
@@ -276,6 +285,7 @@ impl FlightRecorder {
             wanted,
             &["sched/sched_switch"],
         )?;
+        let enabled = limit_faults_to_probes(&mut inst, enabled, &mut missing);
         let fail = |what: &str, e: &dyn std::fmt::Display| NoTracing(format!("{what}: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
         let online = crate::recorder::online_cpus();
@@ -531,6 +541,41 @@ fn read_loop(
 /// when named `punctual*` (the CLI's main, run, probe and reader threads)
 /// to `into`. Other threads of the process (an
 /// injected `noisy-neighbor`, a test harness) keep their own names.
+/// Thread names of punctual's probes (`punctual-t<cpu>`, `punctual-n<cpu>`)
+/// as a tracefs filter glob.
+const PROBE_COMM_FILTER: &str = "comm ~ \"punctual-*\"";
+
+/// Keeps the page-fault events to punctual's own probe threads: only their
+/// faults are ever named (an interval's other threads are already named by
+/// `sched_switch`), and every other task's faults on a traced CPU would
+/// otherwise fill the ring — a page-touching load on the CPU made 40-60
+/// times the events and 2-3% of a CPU for the reader. A kernel that cannot
+/// filter by `comm` gets the events switched off instead (and listed as not
+/// recorded), never recorded for every task.
+fn limit_faults_to_probes(
+    inst: &mut crate::tracefs::Instance,
+    enabled: Vec<String>,
+    missing: &mut Vec<String>,
+) -> Vec<String> {
+    enabled
+        .into_iter()
+        .filter(|e| {
+            if !e.starts_with("exceptions/page_fault") {
+                return true;
+            }
+            if inst
+                .set(&format!("events/{e}/filter"), PROBE_COMM_FILTER)
+                .is_ok()
+            {
+                return true;
+            }
+            let _ = inst.set(&format!("events/{e}/enable"), "0");
+            missing.push(e.clone());
+            false
+        })
+        .collect()
+}
+
 fn own_threads(into: &mut BTreeMap<i32, String>) {
     let Ok(rd) = std::fs::read_dir("/proc/self/task") else {
         return;
@@ -672,7 +717,9 @@ pub struct StolenSplit {
     pub intervals_dropped: u64,
     /// Their total length: the denominator of every share.
     pub stolen_ns: u64,
-    /// Handlers, softirqs, threads, kworkers, throttling inside them.
+    /// Handlers, softirqs, threads, kworkers, throttling inside them, and
+    /// the probe's own page faults (the rest of an interval it faulted in,
+    /// beyond the entry/exit cap of the other events there).
     pub named_ns: u64,
     /// Rest of intervals that contain events, up to `entry_exit_cap_ns`
     /// per event: entry/exit code and delivery around those events.
@@ -682,14 +729,16 @@ pub struct StolenSplit {
     /// One probe loop iteration per interval (the loop's minimum step).
     pub loop_ns: u64,
     /// Intervals with no guest event at all (hypervisor, hardware), and
-    /// the rest beyond the entry/exit cap or inside incomplete trace.
+    /// the rest beyond the entry/exit cap or inside incomplete trace (the
+    /// probe's page faults are guest events: their time is named).
     pub no_event_ns: u64,
     /// The CPU idled (not throttled) inside an interval.
     pub idle_ns: u64,
     pub incomplete_intervals: u64,
     pub entry_exit_cap_ns: u64,
     /// Distribution of the rest (minus the loop) of intervals holding
-    /// exactly one event: what one interrupt's entry/exit costs here.
+    /// exactly one event, a hardware interrupt (irq, vector or NMI): what
+    /// one interrupt's entry/exit costs here.
     pub one_event_rest_p50_ns: u64,
     pub one_event_rest_p90_ns: u64,
     pub one_event_rest_p99_ns: u64,
@@ -763,6 +812,19 @@ impl Trace {
                 Nanos(throttled)
             ));
         }
+        let faulted: u64 = sum
+            .per_cpu
+            .iter()
+            .flat_map(|c| c.sources.iter())
+            .filter(|s| s.total.kind == "fault")
+            .map(|s| s.total.total_ns)
+            .sum();
+        if faulted > 0 {
+            v.push(format!(
+                "the probe's own page faults took {}: its first touch of memory it had not used yet (on a VM, the host may have to supply each page). Locked memory (mlockall, the default unless --no-mlock) touches it all before polling",
+                Nanos(faulted)
+            ));
+        }
         v
     }
 
@@ -811,7 +873,20 @@ impl Trace {
         let mut single: Vec<u64> = Vec::new();
         // (rest after the loop iteration, events in the interval), for the
         // second pass once the typical entry/exit cost is known.
-        let mut rests: Vec<(u64, u64)> = Vec::with_capacity(gaps.gaps.len());
+        // (rest after the loop iteration, events in the interval, the
+        // probe's page faults in it), for the second pass once the typical
+        // entry/exit cost is known.
+        let mut rests: Vec<(u64, u64, u64)> = Vec::with_capacity(gaps.gaps.len());
+        // The probe's own page faults: (count, total, largest per interval).
+        let mut faults = (0u64, 0u64, 0u64);
+        let mut fault = |ns: u64, n: u64, sp: &mut StolenSplit| {
+            if ns > 0 {
+                faults.0 += n;
+                faults.1 += ns;
+                faults.2 = faults.2.max(ns);
+                sp.named_ns += ns;
+            }
+        };
         for &(at, len) in &gaps.gaps {
             let a = origin + at.0;
             let w = self.split(cpu, a, a + len.0, self_tids);
@@ -828,13 +903,29 @@ impl Trace {
             let lp = rest.min(gaps.loop_cost.0);
             sp.loop_ns += lp;
             rest -= lp;
-            if instances == 0 || w.incomplete {
+            if w.incomplete {
                 sp.no_event_ns += rest;
+            } else if instances == 0 {
+                // Only the probe's own faults, or nothing the guest saw.
+                if w.self_faults > 0 {
+                    fault(rest, w.self_faults, &mut sp);
+                } else {
+                    sp.no_event_ns += rest;
+                }
             } else {
-                if instances == 1 {
+                // What one interrupt costs: an interval holding one
+                // hardware interruption (a handler or a vector) and
+                // nothing else. A softirq or a thread alone came in
+                // without an interrupt of its own, or is where a
+                // neighbouring interval's end landed: their small rests
+                // would make the cap too small for every interrupt.
+                if instances == 1
+                    && w.self_faults == 0
+                    && matches!(w.sources[0].kind.as_str(), "irq" | "vector" | "nmi")
+                {
                     single.push(rest);
                 }
-                rests.push((rest, instances));
+                rests.push((rest, instances, w.self_faults));
             }
         }
         single.sort_unstable();
@@ -849,10 +940,27 @@ impl Trace {
         sp.one_event_rest_p90_ns = q(0.9);
         sp.one_event_rest_p99_ns = q(0.99);
         sp.entry_exit_cap_ns = (2 * sp.one_event_rest_p50_ns).max(ENTRY_EXIT_CAP_MIN_NS);
-        for (rest, instances) in rests {
+        for (rest, instances, nfaults) in rests {
             let ee = rest.min(instances * sp.entry_exit_cap_ns);
             sp.entry_exit_ns += ee;
-            sp.no_event_ns += rest - ee;
+            if nfaults > 0 {
+                fault(rest - ee, nfaults, &mut sp);
+            } else {
+                sp.no_event_ns += rest - ee;
+            }
+        }
+        if faults.1 > 0 {
+            SourceTotal::merge_into(
+                &mut merged,
+                &SourceTotal {
+                    kind: "fault".into(),
+                    name: PAGE_FAULT_NAME.into(),
+                    sched: None,
+                    count: faults.0,
+                    total_ns: faults.1,
+                    max_ns: faults.2,
+                },
+            );
         }
         let mut v: Vec<SourceTotal> = merged.into_values().collect();
         v.sort_by(|a, b| {
@@ -1113,6 +1221,110 @@ mod tests {
         let m = parse_interrupts(irq);
         assert_eq!(m[&1]["virtio1-req.0"], 85539);
         assert_eq!(m[&0]["LOC"], 53790);
+    }
+
+    fn trace_of(events: &[(u64, i32, crate::event::Event)], end: u64) -> Trace {
+        let mut a = Attributor::new(1000);
+        for (ts, pid, event) in events {
+            a.feed(
+                1,
+                &crate::event::Decoded {
+                    ts: *ts,
+                    pid: *pid,
+                    event: event.clone(),
+                },
+            );
+        }
+        a.finish(end);
+        Trace {
+            attributor: a,
+            symbols: Symbols::default(),
+            cpus: vec![1],
+            lost: BTreeMap::new(),
+            started_ns: 0,
+            stopped_ns: end,
+            kernel: BTreeMap::new(),
+            reader_cpu_ns: 0,
+            pages: 0,
+            events: 0,
+            malformed: 0,
+            enabled: Vec::new(),
+            missing: Vec::new(),
+            buffer_kb: 0,
+            cleanup_problem: None,
+            own_threads: BTreeMap::new(),
+            rt_runtime_us: None,
+            rt_period_us: None,
+        }
+    }
+
+    /// The probe's own page fault names the rest of its interval (a busy
+    /// loop spends nothing at task level but its iteration); an interval
+    /// with no event at all stays unexplained.
+    #[test]
+    fn the_probes_own_page_faults_are_named() {
+        use crate::event::Event;
+        let irq = |ts, entry| {
+            (
+                ts,
+                100,
+                if entry {
+                    Event::IrqEntry {
+                        irq: 36,
+                        name: "virtio1-req.0".into(),
+                    }
+                } else {
+                    Event::IrqExit { irq: 36 }
+                },
+            )
+        };
+        let t = trace_of(
+            &[
+                (1_000, 100, Event::PageFault),
+                (10_000, 100, Event::PageFault),
+                (10_100, 100, Event::PageFault),
+                irq(50_000, true),
+                irq(52_000, false),
+                irq(60_000, true),
+                (60_500, 100, Event::PageFault),
+                irq(61_000, false),
+            ],
+            100_000,
+        );
+        let w = t.split(1, 9_000, 30_000, &[100]);
+        assert_eq!(w.self_faults, 2);
+        assert_eq!(w.to_shares()[0].kind, "fault");
+        assert_eq!(w.to_shares()[0].count, 2);
+        // Another thread's view of the same faults: not its own.
+        assert_eq!(t.split(1, 9_000, 30_000, &[55]).self_faults, 0);
+        let gaps = ProbeGaps {
+            cpu: 1,
+            gaps: [
+                (9_000, 21_000),
+                (49_000, 4_000),
+                (59_500, 22_000),
+                (85_000, 10_000),
+            ]
+            .iter()
+            .map(|&(a, l)| (Nanos(a), Nanos(l)))
+            .collect(),
+            dropped: 0,
+            loop_cost: Nanos(100),
+        };
+        let (sources, sp) = t.split_gaps(1, 0, &gaps, &[100]);
+        let fault = sources.iter().find(|s| s.kind == "fault").unwrap();
+        assert_eq!(fault.name, PAGE_FAULT_NAME);
+        assert_eq!(fault.count, 3);
+        // 21 us less the loop; the third interval's 21 us outside its
+        // handler, less the loop and the handler's entry/exit cap.
+        let cap = sp.entry_exit_cap_ns;
+        assert_eq!(fault.total_ns, (21_000 - 100) + (21_000 - 100 - cap));
+        // The last interval saw no event at all.
+        assert_eq!(sp.no_event_ns, 10_000 - 100);
+        assert_eq!(
+            sp.named_ns + sp.entry_exit_ns + sp.loop_ns + sp.no_event_ns + sp.idle_ns,
+            sp.stolen_ns
+        );
     }
 
     #[test]

@@ -157,7 +157,7 @@ fn replay(dir: &Path, j: &Journal, rep: &mut CleanupReport) {
     for (path, old) in j.knobs.iter().rev() {
         match read_file(path) {
             Ok(now) if knob_value(&now) == knob_value(old) => {}
-            Ok(_) => match fs::write(path, old.as_bytes()) {
+            Ok(_) => match fs::write(path, restore_text(path, old).as_bytes()) {
                 Ok(()) => {
                     rep.actions
                         .push(format!("restored {} to '{}'", path.display(), old.trim()))
@@ -206,6 +206,17 @@ pub fn knob_value(text: &str) -> String {
         }
     }
     t.to_string()
+}
+
+/// What to write to put a knob back to the value read from it. An event
+/// filter reads "none" when unset but is cleared by writing "0" (the kernel
+/// refuses "none" as a filter expression).
+fn restore_text<'a>(path: &Path, old: &'a str) -> &'a str {
+    if path.file_name().is_some_and(|n| n == "filter") && old.trim() == "none" {
+        "0"
+    } else {
+        old
+    }
 }
 
 /// Replays the journals of punctual processes that died without cleaning
@@ -425,7 +436,7 @@ impl Instance {
             return Ok(());
         };
         let (_, old) = self.journal.knobs[i].clone();
-        fs::write(p, old.as_bytes())?;
+        fs::write(p, restore_text(p, &old).as_bytes())?;
         self.journal.knobs.remove(i);
         if !p.starts_with(&self.path) {
             write_journal(&self.journal_dir, &self.journal)?;
@@ -475,6 +486,14 @@ mod tests {
     fn knob_values_compare_by_selection() {
         assert_eq!(knob_value("[local] global mono\n"), "local");
         assert_eq!(knob_value("1408\n"), "1408");
+    }
+
+    #[test]
+    fn an_unset_filter_is_restored_by_clearing_it() {
+        let f = Path::new("/t/instances/x/events/exceptions/page_fault_user/filter");
+        assert_eq!(restore_text(f, "none\n"), "0");
+        assert_eq!(restore_text(f, "comm ~ \"a*\""), "comm ~ \"a*\"");
+        assert_eq!(restore_text(Path::new("/t/tracing_on"), "none"), "none");
     }
 
     #[test]
