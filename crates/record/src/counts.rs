@@ -24,8 +24,10 @@ const FIRST_SLOTS: usize = 16;
 
 impl CountMap {
     /// Adds `n` to `key`'s count (a key added with `n = 0` is kept, with
-    /// count 0, like a map entry would be).
-    #[inline]
+    /// count 0, like a map entry would be). Always inlined: its callers
+    /// are the recorder's out-of-line paths, and a further call there cost
+    /// as much as the count.
+    #[inline(always)]
     pub(crate) fn add(&mut self, key: u64, n: u64) {
         debug_assert!(key != 0, "key 0 marks a free slot");
         if self.slots.is_empty() {

@@ -9,6 +9,7 @@
 //! index past [`DENSE_BUCKETS`] goes to a map).
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::Write;
 
@@ -117,6 +118,14 @@ const fn hdr_index(v: u64) -> usize {
     let bucket = LEADING_ZERO_BASE - (v | SUB_BUCKET_MASK).leading_zeros();
     let sub = (v >> bucket) as usize;
     ((bucket as usize + 1) << SUB_BUCKET_HALF_MAGNITUDE) + sub - (1 << SUB_BUCKET_HALF_MAGNITUDE)
+}
+
+/// `v / 1000` for every `u64`, as the multiply by the reciprocal that the
+/// compiler emits for a constant divisor: `(v >> 3) · ⌈2⁷¹ / 1000⌉ >> 68`.
+#[inline(always)]
+fn div_1000(v: u64) -> u64 {
+    const _: () = assert!(DEFAULT_BUCKET_NS == 1000);
+    (((v >> 3) as u128 * 0x20C4_9BA5_E353_F7CF) >> 68) as u64
 }
 
 /// Lowest value counted at HdrHistogram index `i` (inverse of [`hdr_index`]).
@@ -535,15 +544,17 @@ impl Recorder {
     #[inline(always)]
     fn bucket_index(&self, value_ns: u64) -> u64 {
         // A division by a constant is a multiply; by a field, a slow divide.
+        // Written as the multiply: with `value_ns / DEFAULT_BUCKET_NS` here
+        // the compiler saw both arms divide by `bucket_ns` and kept only the
+        // divide, for every sample.
         if self.bucket_ns == DEFAULT_BUCKET_NS {
-            value_ns / DEFAULT_BUCKET_NS
+            div_1000(value_ns)
         } else {
             value_ns / self.bucket_ns
         }
     }
 
-    #[cold]
-    #[inline(never)]
+    #[inline]
     fn add_sparse(&mut self, idx: u64, n: u64) {
         // Beyond the dense array, so the lower bound is never 0 (the
         // map's free mark).
@@ -605,19 +616,49 @@ fn encode_counts(counts: &[(usize, u64)]) -> String {
     }
     let payload = (raw.len() - V2_HEADER_SIZE) as u32;
     raw[4..8].copy_from_slice(&payload.to_be_bytes());
-    let mut buf = Vec::with_capacity(raw.len() / 2 + 8);
-    buf.extend_from_slice(&V2_COMPRESSED_COOKIE.to_be_bytes());
-    buf.extend_from_slice(&0u32.to_be_bytes()); // compressed length, below
-    let mut z = ZlibEncoder::new(&mut buf, Compression::default());
-    if z.write_all(&raw)
-        .and_then(|_| z.finish().map(|_| ()))
-        .is_err()
-    {
+    let mut head = Vec::with_capacity(raw.len() / 2 + 8);
+    head.extend_from_slice(&V2_COMPRESSED_COOKIE.to_be_bytes());
+    head.extend_from_slice(&0u32.to_be_bytes()); // compressed length, below
+    let Ok(mut buf) = zlib_append(head, &raw) else {
         return String::new();
-    }
+    };
     let len = (buf.len() - 8) as u32;
     buf[4..8].copy_from_slice(&len.to_be_bytes());
     base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+thread_local! {
+    /// One zlib compressor per thread, reset between series: a fresh one
+    /// allocates and zeroes some 230 KiB of tables (every series of a
+    /// simulation paid that, in page faults too); reset zeroes them in
+    /// place.
+    static ZLIB: RefCell<Option<ZlibEncoder<Vec<u8>>>> = const { RefCell::new(None) };
+}
+
+/// `out` followed by the zlib stream (default level) of `data`: the bytes
+/// a fresh `ZlibEncoder` writes, from the thread's reused one.
+fn zlib_append(out: Vec<u8>, data: &[u8]) -> std::io::Result<Vec<u8>> {
+    ZLIB.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let result = (|| {
+            let z = match slot.as_mut() {
+                Some(z) => {
+                    // The last stream was finished: this only resets.
+                    z.reset(out)?;
+                    z
+                }
+                None => slot.insert(ZlibEncoder::new(out, Compression::default())),
+            };
+            z.write_all(data)?;
+            z.try_finish()?;
+            Ok(std::mem::take(z.get_mut()))
+        })();
+        if result.is_err() {
+            // Never leave a half-written stream for the next caller.
+            *slot = None;
+        }
+        result
+    })
 }
 
 fn zig_zag(n: i64) -> u64 {
@@ -815,6 +856,24 @@ mod tests {
         }
     }
 
+    /// The reused compressor writes, series after series, the bytes of a
+    /// fresh one.
+    #[test]
+    fn encodes_in_sequence_match_fresh_ones() {
+        let mut x: u64 = 0x0DDB_1A5E_5BAD_5EED;
+        for n in [0usize, 1, 3, 100, 10_000, 5, 200_000, 0, 7] {
+            let mut direct = direct_hdr();
+            let mut r = Recorder::new(Nanos(1000));
+            for _ in 0..n {
+                let v = xorshift(&mut x);
+                let v = v >> (v % 29 + 35);
+                let _ = direct.record(v.max(1));
+                r.record(Nanos(v));
+            }
+            assert_eq!(r.to_series("x", Metric::Latency).hdr, encode_hdr(&direct));
+        }
+    }
+
     /// Merging recorders, with or without a histogram read from a stored
     /// series, gives what merging their HdrHistograms gives.
     #[test]
@@ -859,6 +918,21 @@ mod tests {
             assert_eq!(m2.to_series("m", Metric::Gap).hdr, encode_hdr(&hm2));
             m2.settle();
             assert_eq!(*m2.hdr(), hm2);
+        }
+    }
+
+    #[test]
+    fn div_1000_divides() {
+        let mut x: u64 = 0xC0FF_EE00_1234_5678;
+        let mut values = vec![0u64, 1, 999, 1000, 1001, 7999, 8000, u64::MAX, u64::MAX - 1];
+        values.extend((0..64).map(|b| 1u64 << b));
+        values.extend((0..64).map(|b| (1u64 << b) - 1));
+        values.extend((1..200_000u64).map(|k| k * 1000 - 1));
+        for _ in 0..1_000_000 {
+            values.push(xorshift(&mut x) >> (x % 64));
+        }
+        for v in values {
+            assert_eq!(div_1000(v), v / 1000, "{v}");
         }
     }
 
