@@ -9,13 +9,18 @@
 //! index past [`DENSE_BUCKETS`] goes to a map).
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::io::Write;
 
 use base64::Engine;
+use flate2::write::ZlibEncoder;
+use flate2::Compression;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use punctual_units::Nanos;
 use serde::{Deserialize, Serialize};
 
+use crate::counts::CountMap;
 use crate::{Metric, Percentiles, Series};
 
 /// 1 µs: fine enough for every tail the forecasts use, coarse enough that a
@@ -81,19 +86,31 @@ impl Histogram {
     }
 }
 
-/// Values below this are counted in [`Recorder`]'s own copy of the
-/// HdrHistogram count layout and folded into the HdrHistogram when read
-/// (16.8 ms; larger ones go to the HdrHistogram directly). The copy grows
-/// only as far as the largest value recorded; a larger limit cost more in
-/// zeroed pages than it saved on the 20-task SimSo set.
-const PENDING_LIMIT: u64 = 1 << 24;
+/// Values below this are counted in a flat array laid out like the
+/// HdrHistogram's counts (16.8 ms); larger ones by HdrHistogram index in a
+/// [`CountMap`]. The array grows only as far as the largest value recorded;
+/// a larger limit cost more in zeroed pages than it saved on the 20-task
+/// SimSo set.
+const NEAR_LIMIT: u64 = 1 << 24;
 
 /// The HdrHistogram layout at 3 significant digits and unit 1 ns: 2048
 /// sub-buckets, the lower half of each bucket after the first unused.
 const SUB_BUCKET_HALF_MAGNITUDE: u32 = 10;
 const SUB_BUCKET_MASK: u64 = 2047;
 const LEADING_ZERO_BASE: u32 = 53;
-const PENDING_LEN: usize = hdr_index(PENDING_LIMIT - 1) + 1;
+const NEAR_LEN: usize = hdr_index(NEAR_LIMIT - 1) + 1;
+
+/// The HdrHistogram every recorder's counts stand for: values 1 ns to 1 s
+/// at 3 significant digits, growing when a larger value arrives.
+const HDR_HIGHEST: u64 = 1_000_000_000;
+const HDR_DIGITS: u8 = 3;
+
+fn new_hdr() -> hdrhistogram::Histogram<u64> {
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, HDR_HIGHEST, HDR_DIGITS)
+        .expect("valid hdr bounds");
+    h.auto(true);
+    h
+}
 
 /// Index of `v` in the HdrHistogram counts array (`index_for` there).
 #[inline]
@@ -101,6 +118,14 @@ const fn hdr_index(v: u64) -> usize {
     let bucket = LEADING_ZERO_BASE - (v | SUB_BUCKET_MASK).leading_zeros();
     let sub = (v >> bucket) as usize;
     ((bucket as usize + 1) << SUB_BUCKET_HALF_MAGNITUDE) + sub - (1 << SUB_BUCKET_HALF_MAGNITUDE)
+}
+
+/// `v / 1000` for every `u64`, as the multiply by the reciprocal that the
+/// compiler emits for a constant divisor: `(v >> 3) · ⌈2⁷¹ / 1000⌉ >> 68`.
+#[inline(always)]
+fn div_1000(v: u64) -> u64 {
+    const _: () = assert!(DEFAULT_BUCKET_NS == 1000);
+    (((v >> 3) as u128 * 0x20C4_9BA5_E353_F7CF) >> 68) as u64
 }
 
 /// Lowest value counted at HdrHistogram index `i` (inverse of [`hdr_index`]).
@@ -115,39 +140,73 @@ fn hdr_value(i: usize) -> u64 {
     (sub as u64) << bucket
 }
 
-/// Adds pending counts (indexed like the HdrHistogram's own counts) to `h`.
-fn fold_pending(h: &mut hdrhistogram::Histogram<u64>, pending: &[u64]) {
-    for (i, &n) in pending.iter().enumerate() {
-        if n > 0 {
-            let _ = h.record_n(hdr_value(i), n);
+/// Highest value counted at HdrHistogram index `i` (`highest_equivalent`
+/// of [`hdr_value`] there).
+fn hdr_value_top(i: usize) -> u64 {
+    let v = hdr_value(i);
+    let bucket = LEADING_ZERO_BASE - (v | SUB_BUCKET_MASK).leading_zeros();
+    v.saturating_add(1 << bucket) - 1
+}
+
+/// `value_at_quantile` of an HdrHistogram holding `counts` (non-zero
+/// `(index, count)` in increasing index order), computed as it does.
+fn value_at_quantile(counts: &[(usize, u64)], q: f64) -> u64 {
+    let total: u64 = counts.iter().map(|c| c.1).sum();
+    let q = if q > 1.0 { 1.0 } else { q };
+    let want = ((q * total as f64).ceil() as u64).max(1);
+    let mut seen = 0u64;
+    for &(i, n) in counts {
+        seen += n;
+        if seen >= want {
+            return if q == 0.0 {
+                hdr_value(i)
+            } else {
+                hdr_value_top(i)
+            };
         }
+    }
+    0
+}
+
+/// Adds `(index, count)` pairs to `h`.
+fn fold_counts(h: &mut hdrhistogram::Histogram<u64>, counts: &[(usize, u64)]) {
+    for &(i, n) in counts {
+        let _ = h.record_n(hdr_value(i), n);
     }
 }
 
 /// Accumulates samples of one series with bounded memory.
 ///
-/// [`Recorder::record`] does no HdrHistogram work for values under
-/// [`PENDING_LIMIT`]: recording there cost more than all the simulator's
-/// bookkeeping of a job. It counts them in a flat array laid out like the
-/// HdrHistogram's counts, which is folded in by [`Recorder::settle`] or,
-/// on a copy, by any reader; the histogram that results is the same.
+/// Recording does no HdrHistogram work: that cost more than all the
+/// simulator's bookkeeping of a job, and a fresh HdrHistogram (1 ns to 1 s,
+/// ~170 KiB zeroed) per series was most of a short simulation's page
+/// faults. Each value is counted under its HdrHistogram index instead
+/// (a flat array below [`NEAR_LIMIT`], a [`CountMap`] above), and readers
+/// compute percentiles and the HdrHistogram serialization from those
+/// counts exactly as the HdrHistogram would; an HdrHistogram is built only
+/// for a recorder read from a stored series or merged with one, and for
+/// values beyond its initial 1 s range (whose serialization depends on how
+/// it grew).
 ///
-/// Memory: the HdrHistogram (auto-resizing, ~40 KiB per decade of range
-/// at 3 significant digits), a dense array of [`DENSE_BUCKETS`] counters
-/// (64 KiB, allocated on first use) for the common small values, the pending
-/// HdrHistogram counts (as far as the largest value below
-/// [`PENDING_LIMIT`] needs, at most ~120 KiB), plus one map entry per
-/// distinct bucket beyond the dense array;
-/// with 1 µs buckets and values up to 1 s that is at most 10⁶ entries, and
-/// in practice a few thousand. It never grows with the number of samples.
+/// Memory: the flat HdrHistogram counts (as far as the largest value below
+/// [`NEAR_LIMIT`] needs, at most ~120 KiB), a dense array of
+/// [`DENSE_BUCKETS`] counters (64 KiB, allocated on first use) for the
+/// common small values, plus a few slots per distinct HdrHistogram index
+/// or fixed-width bucket beyond those arrays; with 1 µs buckets and values
+/// up to 1 s that is at most 10⁶ buckets, and in practice a few thousand.
+/// It never grows with the number of samples.
 #[derive(Clone, Debug)]
 pub struct Recorder {
-    hdr: hdrhistogram::Histogram<u64>,
-    /// Counts not yet in `hdr`, by HdrHistogram index (up to the largest
-    /// index recorded, at most [`PENDING_LEN`] long).
-    hdr_pending: Vec<u64>,
-    /// Samples in `hdr_pending`.
-    pending: u64,
+    /// HdrHistogram counts by index for values below [`NEAR_LIMIT`], up to
+    /// the largest index recorded (at most [`NEAR_LEN`] long).
+    near: Vec<u64>,
+    /// HdrHistogram counts by index for values from [`NEAR_LIMIT`] on.
+    far: CountMap,
+    /// Samples in `near` and `far`.
+    own: u64,
+    /// An HdrHistogram read from a stored series or merged in from one:
+    /// the counts above add to it.
+    base: Option<Box<hdrhistogram::Histogram<u64>>>,
     /// Counts of bucket indices below [`DENSE_BUCKETS`] (allocated whole on
     /// first use; growing it to 65.5 ms saved map updates for long periods
     /// but cost more in zeroed pages: RSS 18 -> 42 MB on the 20-task SimSo
@@ -155,7 +214,7 @@ pub struct Recorder {
     /// simulator's time, an array increment is not.
     dense: Vec<u64>,
     /// Buckets at or beyond the dense range, keyed by lower bound in ns.
-    sparse: BTreeMap<u64, u64>,
+    sparse: CountMap,
     bucket_ns: u64,
     count: u64,
     sum: u128,
@@ -167,15 +226,13 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(bucket: Nanos) -> Self {
-        let mut hdr = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)
-            .expect("valid hdr bounds");
-        hdr.auto(true);
         Recorder {
-            hdr,
-            hdr_pending: Vec::new(),
-            pending: 0,
+            near: Vec::new(),
+            far: CountMap::default(),
+            own: 0,
+            base: None,
             dense: Vec::new(),
-            sparse: BTreeMap::new(),
+            sparse: CountMap::default(),
             bucket_ns: bucket.0.max(1),
             count: 0,
             sum: 0,
@@ -199,16 +256,16 @@ impl Recorder {
     pub fn record(&mut self, v: Nanos) {
         let x = v.0;
         // HdrHistogram cannot hold 0 with a lowest bound of 1; a 0 ns value
-        // is recorded as 1 ns there and exactly in the sparse form.
-        let h = x.max(1);
-        // An index at or past PENDING_LEN means h >= PENDING_LIMIT, and the
-        // array never grows past PENDING_LEN.
-        if let Some(n) = self.hdr_pending.get_mut(hdr_index(h)) {
+        // is counted as 1 ns there and exactly in the sparse form.
+        let i = hdr_index(x.max(1));
+        // An index at or past NEAR_LEN means a value of NEAR_LIMIT or more,
+        // and the array never grows past NEAR_LEN.
+        if let Some(n) = self.near.get_mut(i) {
             *n += 1;
-            self.pending += 1;
         } else {
-            self.record_hdr_cold(h);
+            self.add_hdr_cold(i, 1);
         }
+        self.own += 1;
         // Empty until first use, then DENSE_BUCKETS long.
         let bucket = self.bucket_index(x) as usize;
         if let Some(n) = self.dense.get_mut(bucket) {
@@ -222,55 +279,81 @@ impl Recorder {
         self.max = self.max.max(x);
     }
 
-    /// [`Recorder::record`]'s HdrHistogram count when the pending array
-    /// does not reach `h` yet (or never will).
+    /// Counts `n` at HdrHistogram index `i` when the near array does not
+    /// reach `i` yet (or never will). Does not touch `own`.
     #[cold]
     #[inline(never)]
-    fn record_hdr_cold(&mut self, h: u64) {
-        if h < PENDING_LIMIT {
-            let i = hdr_index(h);
-            self.grow_pending(i);
-            self.hdr_pending[i] += 1;
-            self.pending += 1;
+    fn add_hdr_cold(&mut self, i: usize, n: u64) {
+        if i < NEAR_LEN {
+            // Whole HdrHistogram buckets (1024 counts) at a time.
+            let len = ((i >> SUB_BUCKET_HALF_MAGNITUDE) + 1) << SUB_BUCKET_HALF_MAGNITUDE;
+            self.near.resize(len.min(NEAR_LEN), 0);
+            self.near[i] += n;
         } else {
-            self.record_large(h);
+            self.far.add(i as u64, n);
         }
     }
 
-    #[cold]
-    #[inline(never)]
-    fn record_large(&mut self, h: u64) {
-        let _ = self.hdr.record(h);
+    /// Non-zero HdrHistogram counts of `near` and `far` as `(index, count)`
+    /// in increasing index order (every `far` index lies beyond `near`).
+    fn own_counts(&self) -> Vec<(usize, u64)> {
+        let mut v: Vec<(usize, u64)> = self
+            .near
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, n)| (i, *n))
+            .collect();
+        v.extend(
+            self.far
+                .sorted()
+                .into_iter()
+                .filter(|c| c.1 > 0)
+                .map(|(i, n)| (i as usize, n)),
+        );
+        v
     }
 
-    #[cold]
-    #[inline(never)]
-    fn grow_pending(&mut self, i: usize) {
-        // Whole HdrHistogram buckets (1024 counts) at a time.
-        let len = ((i >> SUB_BUCKET_HALF_MAGNITUDE) + 1) << SUB_BUCKET_HALF_MAGNITUDE;
-        self.hdr_pending.resize(len.min(PENDING_LEN), 0);
-    }
-
-    /// Folds pending counts into the HdrHistogram, so that readers need
-    /// not work on a folded copy.
+    /// Folds the counts into the HdrHistogram read from a stored series or
+    /// merged in, if there is one, so that readers need not fold a copy. A
+    /// recorder without one has nothing to fold: its counts are read as
+    /// they are.
     pub fn settle(&mut self) {
-        if self.pending == 0 {
+        if self.own == 0 || self.base.is_none() {
             return;
         }
-        fold_pending(&mut self.hdr, &self.hdr_pending);
-        self.hdr_pending.iter_mut().for_each(|n| *n = 0);
-        self.pending = 0;
+        let counts = self.own_counts();
+        if let Some(b) = &mut self.base {
+            fold_counts(b, &counts);
+        }
+        self.clear_own();
     }
 
-    /// The HdrHistogram with pending counts folded in.
-    fn settled_hdr(&self) -> Cow<'_, hdrhistogram::Histogram<u64>> {
-        if self.pending == 0 {
-            Cow::Borrowed(&self.hdr)
-        } else {
-            let mut h = self.hdr.clone();
-            fold_pending(&mut h, &self.hdr_pending);
-            Cow::Owned(h)
+    /// Forgets the counts of `near` and `far` (once folded elsewhere).
+    fn clear_own(&mut self) {
+        self.near.iter_mut().for_each(|n| *n = 0);
+        self.far = CountMap::default();
+        self.own = 0;
+    }
+
+    /// The HdrHistogram of everything recorded.
+    fn built_hdr(&self) -> Cow<'_, hdrhistogram::Histogram<u64>> {
+        match &self.base {
+            Some(b) if self.own == 0 => Cow::Borrowed(&**b),
+            b => {
+                let mut h = b.as_deref().cloned().unwrap_or_else(new_hdr);
+                fold_counts(&mut h, &self.own_counts());
+                Cow::Owned(h)
+            }
         }
+    }
+
+    /// The serialization of the HdrHistogram this recorder stands for can
+    /// be written from its counts: nothing came from outside, and no value
+    /// made the HdrHistogram grow past its first range (which its header
+    /// states).
+    fn counts_suffice(&self) -> bool {
+        self.base.is_none() && self.max <= HDR_HIGHEST
     }
 
     pub fn add_missed(&mut self, k: u64) {
@@ -294,21 +377,49 @@ impl Recorder {
         }
     }
     pub fn quantile(&self, q: f64) -> Nanos {
-        self.quantile_of(&self.settled_hdr(), q)
+        if self.base.is_none() {
+            self.capped(value_at_quantile(&self.own_counts(), q))
+        } else {
+            self.capped(self.built_hdr().value_at_quantile(q))
+        }
     }
 
-    fn quantile_of(&self, h: &hdrhistogram::Histogram<u64>, q: f64) -> Nanos {
+    /// A quantile as reported: 0 without samples, never above the maximum
+    /// (the HdrHistogram answers with the top of a bucket).
+    fn capped(&self, v: u64) -> Nanos {
         if self.count == 0 {
             Nanos::ZERO
         } else {
-            Nanos(h.value_at_quantile(q).min(self.max))
+            Nanos(v.min(self.max))
         }
     }
 
     /// Folds another recorder in (per-thread recorders joined at the end).
     pub fn merge(&mut self, o: &Recorder) {
-        self.settle();
-        let _ = self.hdr.add(&*o.settled_hdr());
+        if self.base.is_none() && o.base.is_none() && o.max <= HDR_HIGHEST {
+            // Counts add as they are: the HdrHistogram they stand for does
+            // not grow for `o`'s values, so it ends as if merged whole.
+            for (i, &n) in o.near.iter().enumerate() {
+                if n > 0 {
+                    self.add_hdr(i, n);
+                }
+            }
+            for (i, n) in o.far.sorted() {
+                self.far.add(i, n);
+            }
+            self.own += o.own;
+        } else {
+            // HdrHistogram addition grows to the addend's maximum, as
+            // recording does not: merge whole histograms, as before.
+            let mut b = match self.base.take() {
+                Some(b) => b,
+                None => Box::new(new_hdr()),
+            };
+            fold_counts(&mut b, &self.own_counts());
+            self.clear_own();
+            let _ = b.add(&*o.built_hdr());
+            self.base = Some(b);
+        }
         for (k, v) in o.buckets() {
             self.add_bucket(k, v);
         }
@@ -319,9 +430,42 @@ impl Recorder {
         self.missed += o.missed;
     }
 
+    /// Counts `n` at HdrHistogram index `i`.
+    fn add_hdr(&mut self, i: usize, n: u64) {
+        match self.near.get_mut(i) {
+            Some(c) => *c += n,
+            None => self.add_hdr_cold(i, n),
+        }
+    }
+
     pub fn to_series(&self, name: &str, metric: Metric) -> Series {
-        let hdr = self.settled_hdr();
-        let q = |p| self.quantile_of(&hdr, p);
+        let (percentiles, hdr) = if self.counts_suffice() {
+            let counts = self.own_counts();
+            let q = |p| self.capped(value_at_quantile(&counts, p));
+            (
+                Percentiles {
+                    p50: q(0.5),
+                    p90: q(0.9),
+                    p99: q(0.99),
+                    p99_9: q(0.999),
+                    p99_99: q(0.9999),
+                },
+                encode_counts(&counts),
+            )
+        } else {
+            let hdr = self.built_hdr();
+            let q = |p| self.capped(hdr.value_at_quantile(p));
+            (
+                Percentiles {
+                    p50: q(0.5),
+                    p90: q(0.9),
+                    p99: q(0.99),
+                    p99_9: q(0.999),
+                    p99_99: q(0.9999),
+                },
+                encode_hdr(&hdr),
+            )
+        };
         Series {
             name: name.to_string(),
             cpu: None,
@@ -336,34 +480,33 @@ impl Recorder {
             },
             mean: self.mean(),
             max: Nanos(self.max),
-            percentiles: Percentiles {
-                p50: q(0.5),
-                p90: q(0.9),
-                p99: q(0.99),
-                p99_9: q(0.999),
-                p99_99: q(0.9999),
-            },
+            percentiles,
             missed: self.missed,
             sample_period_ns: self.sample_period,
             histogram: Histogram {
                 bucket_ns: self.bucket_ns,
                 buckets: self.buckets().collect(),
             },
-            hdr: encode_hdr(&hdr),
+            hdr,
         }
     }
 
     /// Rebuilds a recorder from a stored series (for merging records).
     pub fn from_series(s: &Series) -> Result<Recorder, String> {
         let mut r = Recorder::new(Nanos(s.histogram.bucket_ns));
-        if !s.hdr.is_empty() {
-            r.hdr = decode_hdr(&s.hdr)?;
-            r.hdr.auto(true);
+        let mut base = if !s.hdr.is_empty() {
+            let mut h = decode_hdr(&s.hdr)?;
+            h.auto(true);
+            h
         } else {
+            let mut h = new_hdr();
             for (lo, c) in &s.histogram.buckets {
-                let _ = r.hdr.record_n((*lo).max(1), *c);
+                let _ = h.record_n((*lo).max(1), *c);
             }
-        }
+            h
+        };
+        base.auto(true);
+        r.base = Some(Box::new(base));
         for (lo, c) in &s.histogram.buckets {
             r.add_bucket(*lo, *c);
         }
@@ -401,17 +544,21 @@ impl Recorder {
     #[inline(always)]
     fn bucket_index(&self, value_ns: u64) -> u64 {
         // A division by a constant is a multiply; by a field, a slow divide.
+        // Written as the multiply: with `value_ns / DEFAULT_BUCKET_NS` here
+        // the compiler saw both arms divide by `bucket_ns` and kept only the
+        // divide, for every sample.
         if self.bucket_ns == DEFAULT_BUCKET_NS {
-            value_ns / DEFAULT_BUCKET_NS
+            div_1000(value_ns)
         } else {
             value_ns / self.bucket_ns
         }
     }
 
-    #[cold]
-    #[inline(never)]
+    #[inline]
     fn add_sparse(&mut self, idx: u64, n: u64) {
-        *self.sparse.entry(idx * self.bucket_ns).or_default() += n;
+        // Beyond the dense array, so the lower bound is never 0 (the
+        // map's free mark).
+        self.sparse.add(idx * self.bucket_ns, n);
     }
 
     /// Non-empty buckets as `(lower_ns, count)` in increasing order: the
@@ -423,12 +570,112 @@ impl Recorder {
             .enumerate()
             .filter(|(_, c)| **c > 0)
             .map(move |(i, c)| (i as u64 * w, *c))
-            .chain(self.sparse.iter().map(|(k, v)| (*k, *v)))
+            .chain(self.sparse.sorted())
     }
 
     pub fn hdr(&self) -> Cow<'_, hdrhistogram::Histogram<u64>> {
-        self.settled_hdr()
+        self.built_hdr()
     }
+}
+
+/// V2 serialization cookies and header length (HdrHistogram's format).
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+const V2_HEADER_SIZE: usize = 40;
+
+/// [`encode_hdr`] of an HdrHistogram (1 ns to [`HDR_HIGHEST`], not grown)
+/// holding `counts` (non-zero `(index, count)` in increasing index order),
+/// written from the counts alone: the same V2 format, the same deflate
+/// stream, the same bytes.
+fn encode_counts(counts: &[(usize, u64)]) -> String {
+    let mut raw = Vec::with_capacity(V2_HEADER_SIZE + 18 * counts.len() + 1);
+    raw.extend_from_slice(&V2_COOKIE.to_be_bytes());
+    raw.extend_from_slice(&0u32.to_be_bytes()); // payload length, below
+    raw.extend_from_slice(&0u32.to_be_bytes()); // normalizing index offset
+    raw.extend_from_slice(&u32::from(HDR_DIGITS).to_be_bytes());
+    raw.extend_from_slice(&1u64.to_be_bytes()); // lowest discernible value
+    raw.extend_from_slice(&HDR_HIGHEST.to_be_bytes());
+    raw.extend_from_slice(&1.0f64.to_be_bytes()); // integer to double ratio
+                                                  // Counts up to the maximum's index, a run of two or more zeros as its
+                                                  // negated length, all zig-zag LEB128; an empty histogram is one zero.
+    let mut next = 0usize;
+    for &(i, n) in counts {
+        match i - next {
+            0 => {}
+            1 => push_varint(&mut raw, 0),
+            z => push_varint(&mut raw, zig_zag(-(z as i64))),
+        }
+        let Ok(n) = i64::try_from(n) else {
+            return String::new(); // not serializable, as in encode_hdr
+        };
+        push_varint(&mut raw, zig_zag(n));
+        next = i + 1;
+    }
+    if counts.is_empty() {
+        push_varint(&mut raw, 0);
+    }
+    let payload = (raw.len() - V2_HEADER_SIZE) as u32;
+    raw[4..8].copy_from_slice(&payload.to_be_bytes());
+    let mut head = Vec::with_capacity(raw.len() / 2 + 8);
+    head.extend_from_slice(&V2_COMPRESSED_COOKIE.to_be_bytes());
+    head.extend_from_slice(&0u32.to_be_bytes()); // compressed length, below
+    let Ok(mut buf) = zlib_append(head, &raw) else {
+        return String::new();
+    };
+    let len = (buf.len() - 8) as u32;
+    buf[4..8].copy_from_slice(&len.to_be_bytes());
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+thread_local! {
+    /// One zlib compressor per thread, reset between series: a fresh one
+    /// allocates and zeroes some 230 KiB of tables (every series of a
+    /// simulation paid that, in page faults too); reset zeroes them in
+    /// place.
+    static ZLIB: RefCell<Option<ZlibEncoder<Vec<u8>>>> = const { RefCell::new(None) };
+}
+
+/// `out` followed by the zlib stream (default level) of `data`: the bytes
+/// a fresh `ZlibEncoder` writes, from the thread's reused one.
+fn zlib_append(out: Vec<u8>, data: &[u8]) -> std::io::Result<Vec<u8>> {
+    ZLIB.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let result = (|| {
+            let z = match slot.as_mut() {
+                Some(z) => {
+                    // The last stream was finished: this only resets.
+                    z.reset(out)?;
+                    z
+                }
+                None => slot.insert(ZlibEncoder::new(out, Compression::default())),
+            };
+            z.write_all(data)?;
+            z.try_finish()?;
+            Ok(std::mem::take(z.get_mut()))
+        })();
+        if result.is_err() {
+            // Never leave a half-written stream for the next caller.
+            *slot = None;
+        }
+        result
+    })
+}
+
+fn zig_zag(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)) as u64
+}
+
+/// LEB128 as HdrHistogram writes it: at most 9 bytes, the ninth whole.
+fn push_varint(buf: &mut Vec<u8>, mut v: u64) {
+    for _ in 0..8 {
+        if v < 0x80 {
+            buf.push(v as u8);
+            return;
+        }
+        buf.push(0x80 | (v & 0x7f) as u8);
+        v >>= 7;
+    }
+    buf.push(v as u8);
 }
 
 pub fn encode_hdr(h: &hdrhistogram::Histogram<u64>) -> String {
@@ -524,41 +771,169 @@ mod tests {
         assert_eq!(back.to_series("x", Metric::Latency).histogram, h);
     }
 
-    /// Pending counts fold into exactly the HdrHistogram that recording
-    /// each value there directly gives, serialization included.
-    #[test]
-    fn pending_counts_fold_into_the_same_hdr() {
-        let mut direct = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)
+    fn direct_hdr() -> hdrhistogram::Histogram<u64> {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)
             .expect("valid hdr bounds");
-        direct.auto(true);
-        let mut r = Recorder::new(Nanos(1000));
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut values = vec![0u64, 1, 2047, 2048, 2049, 4095, 4096, PENDING_LIMIT - 1];
-        values.extend([PENDING_LIMIT, PENDING_LIMIT + 1, 3_000_000_000]);
-        for _ in 0..50_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            values.push(x >> (x % 50 + 14));
-        }
-        for (k, &v) in values.iter().enumerate() {
-            let _ = direct.record(v.max(1));
-            r.record(Nanos(v));
-            if k == 20_000 {
-                // A reader in between sees everything recorded so far.
-                assert_eq!(*r.hdr(), direct);
+        h.auto(true);
+        h
+    }
+
+    fn xorshift(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    /// What the recorder reports next to what an HdrHistogram fed every
+    /// value directly reports: the same histogram, percentiles and
+    /// serialization bytes.
+    fn assert_same_as_hdr(r: &Recorder, direct: &hdrhistogram::Histogram<u64>) {
+        assert_eq!(*r.hdr(), *direct);
+        let s = r.to_series("x", Metric::Latency);
+        assert_eq!(s.hdr, encode_hdr(direct));
+        let q = |p: f64| {
+            if direct.is_empty() {
+                Nanos::ZERO
+            } else {
+                Nanos(direct.value_at_quantile(p).min(r.max))
             }
+        };
+        let want = Percentiles {
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            p99_99: q(0.9999),
+        };
+        assert_eq!(s.percentiles, want);
+        for p in [0.0, 1e-9, 0.25, 0.5, 0.999_99, 1.0, 1.5] {
+            assert_eq!(r.quantile(p), q(p), "quantile {p}");
         }
-        for i in 0..PENDING_LEN {
+    }
+
+    /// Counts by HdrHistogram index give exactly the HdrHistogram that
+    /// recording each value there directly gives, serialization and
+    /// percentiles included, on either side of the near array's limit and
+    /// of the HdrHistogram's first range.
+    #[test]
+    fn counts_give_the_same_hdr() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for (round, top) in [(0, 1_000_000_000u64), (1, u64::MAX), (2, NEAR_LIMIT)] {
+            let mut direct = direct_hdr();
+            let mut r = Recorder::new(Nanos(1000));
+            assert_same_as_hdr(&r, &direct);
+            let mut values = vec![0u64, 1, 2047, 2048, 2049, 4095, 4096, NEAR_LIMIT - 1];
+            values.extend([NEAR_LIMIT, NEAR_LIMIT + 1, 999_999_999, 1_000_000_000]);
+            if round == 1 {
+                values.extend([1_000_000_001, 1 << 30, 3_000_000_000, u64::MAX / 3]);
+            }
+            for _ in 0..50_000 {
+                let v = xorshift(&mut x);
+                values.push((v >> (v % 50 + 14)).min(top));
+            }
+            // Few distinct values, many times each (as a simulation gives).
+            for k in 0..20_000u64 {
+                values.push([5_000_000, 30_000_000, 117_803_000, 281_025_000][k as usize % 4]);
+            }
+            for (k, &v) in values.iter().enumerate() {
+                let _ = direct.record(v.max(1));
+                r.record(Nanos(v));
+                if k == 20_000 {
+                    // A reader in between sees everything recorded so far.
+                    assert_same_as_hdr(&r, &direct);
+                }
+            }
+            assert_same_as_hdr(&r, &direct);
+            let before = r.to_series("x", Metric::Latency);
+            r.settle();
+            assert_eq!(r.to_series("x", Metric::Latency), before);
+        }
+        for i in 0..NEAR_LEN + 3 * 1024 {
             assert_eq!(hdr_index(hdr_value(i)), i);
+            assert_eq!(hdr_index(hdr_value_top(i)), i);
+            assert_eq!(hdr_value_top(i) + 1, hdr_value(i + 1));
         }
-        assert_eq!(*r.hdr(), direct);
-        assert_eq!(encode_hdr(&r.hdr()), encode_hdr(&direct));
-        let before = r.to_series("x", Metric::Latency);
-        r.settle();
-        assert_eq!(r.pending, 0);
-        assert_eq!(r.hdr().into_owned(), direct);
-        assert_eq!(r.to_series("x", Metric::Latency), before);
+    }
+
+    /// The reused compressor writes, series after series, the bytes of a
+    /// fresh one.
+    #[test]
+    fn encodes_in_sequence_match_fresh_ones() {
+        let mut x: u64 = 0x0DDB_1A5E_5BAD_5EED;
+        for n in [0usize, 1, 3, 100, 10_000, 5, 200_000, 0, 7] {
+            let mut direct = direct_hdr();
+            let mut r = Recorder::new(Nanos(1000));
+            for _ in 0..n {
+                let v = xorshift(&mut x);
+                let v = v >> (v % 29 + 35);
+                let _ = direct.record(v.max(1));
+                r.record(Nanos(v));
+            }
+            assert_eq!(r.to_series("x", Metric::Latency).hdr, encode_hdr(&direct));
+        }
+    }
+
+    /// Merging recorders, with or without a histogram read from a stored
+    /// series, gives what merging their HdrHistograms gives.
+    #[test]
+    fn merges_give_the_same_hdr() {
+        let mut x: u64 = 0x1234_5678_9ABC_DEF1;
+        let mut fill = |r: &mut Recorder, h: &mut hdrhistogram::Histogram<u64>, big: bool| {
+            for _ in 0..5_000 {
+                let v = xorshift(&mut x);
+                let v = if big {
+                    v >> (v % 50 + 14)
+                } else {
+                    v >> (v % 29 + 35)
+                };
+                let _ = h.record(v.max(1));
+                r.record(Nanos(v));
+            }
+        };
+        for big in [false, true] {
+            let (mut a, mut ha) = (Recorder::new(Nanos(1000)), direct_hdr());
+            let (mut b, mut hb) = (Recorder::new(Nanos(1000)), direct_hdr());
+            fill(&mut a, &mut ha, false);
+            fill(&mut b, &mut hb, big);
+            let mut m = a.clone();
+            m.merge(&b);
+            let mut hm = ha.clone();
+            hm.add(&hb).unwrap();
+            assert_same_as_hdr(&m, &hm);
+            let mut m3 = b.clone();
+            m3.merge(&a);
+            let mut hm3 = hb.clone();
+            hm3.add(&ha).unwrap();
+            assert_same_as_hdr(&m3, &hm3);
+            // Through a stored series, then more samples on top.
+            let mut s = Recorder::from_series(&b.to_series("b", Metric::Gap)).unwrap();
+            let mut hs = hb.clone();
+            fill(&mut s, &mut hs, false);
+            let mut m2 = a.clone();
+            m2.merge(&s);
+            let mut hm2 = ha.clone();
+            hm2.add(&hs).unwrap();
+            assert_eq!(*m2.hdr(), hm2);
+            assert_eq!(m2.to_series("m", Metric::Gap).hdr, encode_hdr(&hm2));
+            m2.settle();
+            assert_eq!(*m2.hdr(), hm2);
+        }
+    }
+
+    #[test]
+    fn div_1000_divides() {
+        let mut x: u64 = 0xC0FF_EE00_1234_5678;
+        let mut values = vec![0u64, 1, 999, 1000, 1001, 7999, 8000, u64::MAX, u64::MAX - 1];
+        values.extend((0..64).map(|b| 1u64 << b));
+        values.extend((0..64).map(|b| (1u64 << b) - 1));
+        values.extend((1..200_000u64).map(|k| k * 1000 - 1));
+        for _ in 0..1_000_000 {
+            values.push(xorshift(&mut x) >> (x % 64));
+        }
+        for v in values {
+            assert_eq!(div_1000(v), v / 1000, "{v}");
+        }
     }
 
     #[test]

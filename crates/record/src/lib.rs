@@ -19,6 +19,7 @@ use std::path::Path;
 pub use punctual_units::Nanos;
 use serde::{Deserialize, Serialize};
 
+mod counts;
 mod histogram;
 mod warning;
 

@@ -959,11 +959,17 @@ impl Scheduler {
     fn edf_link(&mut self, t: ThreadId) {
         let th = &self.threads[t];
         let key = edf_key(th.deadline, th.ready_seq);
-        let q = &mut self.edf_ready;
-        q.push((key, t));
+        self.edf_ready.push((key, t));
+        // On the slice, so that its start and length stay in registers
+        // (through the vector, both were reloaded at every step).
+        let q = self.edf_ready.as_mut_slice();
         let mut i = q.len() - 1;
-        while i > 0 && q[i - 1].0 < key {
-            q[i] = q[i - 1];
+        while i > 0 {
+            let prev = q[i - 1];
+            if prev.0 >= key {
+                break;
+            }
+            q[i] = prev;
             i -= 1;
         }
         q[i] = (key, t);
