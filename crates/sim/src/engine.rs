@@ -1730,6 +1730,15 @@ impl Sim {
         self.cpus[c].deferred = false;
         self.cpu_sync(c);
         let now = self.now;
+        self.cpu_settle(c, now);
+        self.arm(c);
+    }
+
+    /// [`Sim::cpu_update`] up to its wake-up: one return for all its ends,
+    /// so that the one `arm` after it is inlined (as three calls they cost
+    /// a prologue and epilogue each).
+    #[inline(always)]
+    fn cpu_settle(&mut self, c: usize, now: Nanos) {
         // One count per state change, whichever phase makes it.
         let mut guard = 0;
         // Interrupt level: a stall, a held-off clock tick, finished
@@ -1738,12 +1747,10 @@ impl Sim {
             guard += 1;
             if guard > 100_000 {
                 self.too_many_changes(c);
-                self.arm(c);
                 return;
             }
             let cpu = &mut self.cpus[c];
             if cpu.stall_until > now {
-                self.arm(c);
                 return;
             }
             if cpu.tick_pending {
@@ -1765,7 +1772,6 @@ impl Sim {
                     }
                     continue;
                 }
-                self.arm(c);
                 return;
             }
             break;
@@ -1796,7 +1802,6 @@ impl Sim {
                 break;
             }
         }
-        self.arm(c);
     }
 
     #[cold]
@@ -1984,39 +1989,62 @@ impl Sim {
         }
     }
 
+    /// Asks CPU `c`'s scheduler who runs now and switches to it.
+    ///
+    /// The CPU and the tasks are borrowed once, as disjoint fields, for
+    /// the switch: indexing `self.cpus[c]` and `self.tasks[..]` afresh at
+    /// each use reloaded and re-checked them (every store through one
+    /// might have changed the other's length, as far as the compiler
+    /// knew). Closed reservation periods are noted last; they go to their
+    /// own lists, so the order against the slice log does not matter.
     fn pick(&mut self, c: usize) {
         let now = self.now;
         self.picks += 1;
-        let cpu = &mut self.cpus[c];
+        let Sim { cpus, tasks, .. } = self;
+        let cpu = &mut cpus[c];
         cpu.need_pick = false;
         let d = cpu.sched.pick(now);
         let next = d.thread.map(|tid| cpu.thread_task[tid]);
         cpu.until = d.until.filter(|u| *u > now);
         let prev = cpu.running;
-        if cpu.sched.has_closed_periods() {
-            let closed = cpu.sched.take_periods();
-            for p in closed {
-                self.note_period(c, p);
-            }
-        }
+        let mut ended = None;
         if next != prev {
             if let Some(p) = prev {
-                let pt = &mut self.tasks[p];
-                if pt.active && pt.started && self.cpus[c].sched.is_runnable(pt.tid) {
+                let pt = &mut tasks[p];
+                if pt.active && pt.started && cpu.sched.is_runnable(pt.tid) {
                     pt.stats.preemptions += 1;
                 }
-                self.trace_thread(c, p);
+                ended = Some((p, cpu.slice_start));
             }
-            self.cpus[c].running = next;
-            self.cpus[c].slice_start = now;
+            cpu.running = next;
+            cpu.slice_start = now;
+        }
+        let closed = cpu.sched.has_closed_periods();
+        let (first_dispatch, drains) = match next {
+            Some(n) => (!tasks[n].started, !tasks[n].drains.is_empty()),
+            None => (false, false),
+        };
+        if let Some((p, start)) = ended {
+            self.emit_slice(c, SliceOwner::Task(p), start, now.saturating_sub(start));
         }
         if let Some(n) = next {
-            if !self.tasks[n].started {
+            if first_dispatch {
                 self.job_started(n);
             }
-            if !self.tasks[n].drains.is_empty() {
+            if drains {
                 self.drain(n);
             }
+        }
+        if closed {
+            self.note_closed_periods(c);
+        }
+    }
+
+    #[cold]
+    fn note_closed_periods(&mut self, c: usize) {
+        let closed = self.cpus[c].sched.take_periods();
+        for p in closed {
+            self.note_period(c, p);
         }
     }
 
@@ -2081,6 +2109,9 @@ impl Sim {
         }
     }
 
+    /// Arms CPU `c`'s wake-up for its next change. Always inlined into
+    /// its one caller, [`Sim::cpu_update`].
+    #[inline(always)]
     fn arm(&mut self, c: usize) {
         let now = self.now;
         let cpu = &self.cpus[c];
