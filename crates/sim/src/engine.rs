@@ -97,6 +97,18 @@ enum TaskKind {
     Sleeper,
 }
 
+/// What [`Sim::advance_task`] did to the running task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Advance {
+    /// Nothing: it is inactive or its compute segment runs on.
+    Idle,
+    /// It moved past a segment; look at it again.
+    Again,
+    /// Its job completed and no queued one took its place: it is inactive,
+    /// and the pick the completion asked for comes next.
+    Over,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Seg {
     Compute(Nanos),
@@ -1790,15 +1802,25 @@ impl Sim {
         loop {
             let advanced = match self.cpus[c].running {
                 Some(ti) => self.advance_task(ti, c),
-                None => false,
+                None => Advance::Idle,
             };
-            if !advanced {
-                let cpu = &self.cpus[c];
-                if !(cpu.need_pick || cpu.until.is_some_and(|u| u <= now)) {
+            if advanced != Advance::Idle {
+                guard += 1;
+                if guard > 100_000 {
+                    self.too_many_changes(c);
                     break;
                 }
-                self.pick(c);
+                if advanced == Advance::Again {
+                    continue;
+                }
+                // `Over`: the pass that would find the task inactive next
+                // changes nothing; go on to the pick its completion asked for.
             }
+            let cpu = &self.cpus[c];
+            if !(cpu.need_pick || cpu.until.is_some_and(|u| u <= now)) {
+                break;
+            }
+            self.pick(c);
             guard += 1;
             if guard > 100_000 {
                 self.too_many_changes(c);
@@ -1870,23 +1892,22 @@ impl Sim {
         cpu.stolen.timeline.add_interval(start, len);
     }
 
-    /// Moves the running task past finished segments. Returns true when
-    /// something changed that needs another pass.
-    fn advance_task(&mut self, ti: usize, c: usize) -> bool {
+    /// Moves the running task past a finished segment.
+    fn advance_task(&mut self, ti: usize, c: usize) -> Advance {
         let now = self.now;
         let t = &mut self.tasks[ti];
         if !t.active {
-            return false;
+            return Advance::Idle;
         }
         debug_assert!(t.seg < t.nseg);
         match t.cur {
-            Seg::Compute(r) if !r.is_zero() => false,
+            Seg::Compute(r) if !r.is_zero() => Advance::Idle,
             Seg::Compute(_) => {
                 t.next_seg();
-                if t.seg >= t.nseg {
-                    self.complete_job(ti, c);
+                if t.seg >= t.nseg && !self.complete_job(ti, c) {
+                    return Advance::Over;
                 }
-                true
+                Advance::Again
             }
             Seg::Lock(l) => {
                 let tid = t.tid;
@@ -1897,7 +1918,7 @@ impl Sim {
                     self.tasks[ti].next_seg();
                     self.cpus[c].need_pick = true;
                 }
-                true
+                Advance::Again
             }
             Seg::Unlock(l) => {
                 let tid = t.tid;
@@ -1907,12 +1928,14 @@ impl Sim {
                 }
                 // Dropping a ceiling or inherited priority may change who runs.
                 self.cpus[c].need_pick = true;
-                true
+                Advance::Again
             }
         }
     }
 
-    fn complete_job(&mut self, ti: usize, c: usize) {
+    /// Ends the running job of task `ti`; returns whether a queued job of
+    /// it started in its place.
+    fn complete_job(&mut self, ti: usize, c: usize) -> bool {
         let now = self.now;
         let t = &mut self.tasks[ti];
         t.stats.jobs += 1;
@@ -1930,7 +1953,7 @@ impl Sim {
             self.cpus[c].sched.on_release(now, tid, dl);
             // The next queued job starts when the scheduler next runs it.
             self.cpus[c].need_pick = true;
-            return;
+            return true;
         }
         let tid = t.tid;
         let sleeper = t.kind == TaskKind::Sleeper;
@@ -1951,6 +1974,7 @@ impl Sim {
                 );
             }
         }
+        false
     }
 
     /// First dispatch of a job: latency and interval samples, drains.
