@@ -97,6 +97,18 @@ enum TaskKind {
     Sleeper,
 }
 
+/// What [`Sim::advance_task`] did to the running task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Advance {
+    /// Nothing: it is inactive or its compute segment runs on.
+    Idle,
+    /// It moved past a segment; look at it again.
+    Again,
+    /// Its job completed and no queued one took its place: it is inactive,
+    /// and the pick the completion asked for comes next.
+    Over,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Seg {
     Compute(Nanos),
@@ -1468,6 +1480,9 @@ impl Sim {
         }
     }
 
+    /// Always inlined: once per job, and as a call its prologue and
+    /// epilogue were a fifth of it.
+    #[inline(always)]
     fn start_job(&mut self, i: usize, nominal: Nanos) {
         let t = &mut self.tasks[i];
         t.active = true;
@@ -1730,6 +1745,15 @@ impl Sim {
         self.cpus[c].deferred = false;
         self.cpu_sync(c);
         let now = self.now;
+        self.cpu_settle(c, now);
+        self.arm(c);
+    }
+
+    /// [`Sim::cpu_update`] up to its wake-up: one return for all its ends,
+    /// so that the one `arm` after it is inlined (as three calls they cost
+    /// a prologue and epilogue each).
+    #[inline(always)]
+    fn cpu_settle(&mut self, c: usize, now: Nanos) {
         // One count per state change, whichever phase makes it.
         let mut guard = 0;
         // Interrupt level: a stall, a held-off clock tick, finished
@@ -1738,12 +1762,10 @@ impl Sim {
             guard += 1;
             if guard > 100_000 {
                 self.too_many_changes(c);
-                self.arm(c);
                 return;
             }
             let cpu = &mut self.cpus[c];
             if cpu.stall_until > now {
-                self.arm(c);
                 return;
             }
             if cpu.tick_pending {
@@ -1765,7 +1787,6 @@ impl Sim {
                     }
                     continue;
                 }
-                self.arm(c);
                 return;
             }
             break;
@@ -1781,22 +1802,31 @@ impl Sim {
         loop {
             let advanced = match self.cpus[c].running {
                 Some(ti) => self.advance_task(ti, c),
-                None => false,
+                None => Advance::Idle,
             };
-            if !advanced {
-                let cpu = &self.cpus[c];
-                if !(cpu.need_pick || cpu.until.is_some_and(|u| u <= now)) {
+            if advanced != Advance::Idle {
+                guard += 1;
+                if guard > 100_000 {
+                    self.too_many_changes(c);
                     break;
                 }
-                self.pick(c);
+                if advanced == Advance::Again {
+                    continue;
+                }
+                // `Over`: the pass that would find the task inactive next
+                // changes nothing; go on to the pick its completion asked for.
             }
+            let cpu = &self.cpus[c];
+            if !(cpu.need_pick || cpu.until.is_some_and(|u| u <= now)) {
+                break;
+            }
+            self.pick(c);
             guard += 1;
             if guard > 100_000 {
                 self.too_many_changes(c);
                 break;
             }
         }
-        self.arm(c);
     }
 
     #[cold]
@@ -1862,23 +1892,22 @@ impl Sim {
         cpu.stolen.timeline.add_interval(start, len);
     }
 
-    /// Moves the running task past finished segments. Returns true when
-    /// something changed that needs another pass.
-    fn advance_task(&mut self, ti: usize, c: usize) -> bool {
+    /// Moves the running task past a finished segment.
+    fn advance_task(&mut self, ti: usize, c: usize) -> Advance {
         let now = self.now;
         let t = &mut self.tasks[ti];
         if !t.active {
-            return false;
+            return Advance::Idle;
         }
         debug_assert!(t.seg < t.nseg);
         match t.cur {
-            Seg::Compute(r) if !r.is_zero() => false,
+            Seg::Compute(r) if !r.is_zero() => Advance::Idle,
             Seg::Compute(_) => {
                 t.next_seg();
-                if t.seg >= t.nseg {
-                    self.complete_job(ti, c);
+                if t.seg >= t.nseg && !self.complete_job(ti, c) {
+                    return Advance::Over;
                 }
-                true
+                Advance::Again
             }
             Seg::Lock(l) => {
                 let tid = t.tid;
@@ -1889,7 +1918,7 @@ impl Sim {
                     self.tasks[ti].next_seg();
                     self.cpus[c].need_pick = true;
                 }
-                true
+                Advance::Again
             }
             Seg::Unlock(l) => {
                 let tid = t.tid;
@@ -1899,12 +1928,14 @@ impl Sim {
                 }
                 // Dropping a ceiling or inherited priority may change who runs.
                 self.cpus[c].need_pick = true;
-                true
+                Advance::Again
             }
         }
     }
 
-    fn complete_job(&mut self, ti: usize, c: usize) {
+    /// Ends the running job of task `ti`; returns whether a queued job of
+    /// it started in its place.
+    fn complete_job(&mut self, ti: usize, c: usize) -> bool {
         let now = self.now;
         let t = &mut self.tasks[ti];
         t.stats.jobs += 1;
@@ -1922,7 +1953,7 @@ impl Sim {
             self.cpus[c].sched.on_release(now, tid, dl);
             // The next queued job starts when the scheduler next runs it.
             self.cpus[c].need_pick = true;
-            return;
+            return true;
         }
         let tid = t.tid;
         let sleeper = t.kind == TaskKind::Sleeper;
@@ -1943,6 +1974,7 @@ impl Sim {
                 );
             }
         }
+        false
     }
 
     /// First dispatch of a job: latency and interval samples, drains.
@@ -1984,39 +2016,62 @@ impl Sim {
         }
     }
 
+    /// Asks CPU `c`'s scheduler who runs now and switches to it.
+    ///
+    /// The CPU and the tasks are borrowed once, as disjoint fields, for
+    /// the switch: indexing `self.cpus[c]` and `self.tasks[..]` afresh at
+    /// each use reloaded and re-checked them (every store through one
+    /// might have changed the other's length, as far as the compiler
+    /// knew). Closed reservation periods are noted last; they go to their
+    /// own lists, so the order against the slice log does not matter.
     fn pick(&mut self, c: usize) {
         let now = self.now;
         self.picks += 1;
-        let cpu = &mut self.cpus[c];
+        let Sim { cpus, tasks, .. } = self;
+        let cpu = &mut cpus[c];
         cpu.need_pick = false;
         let d = cpu.sched.pick(now);
         let next = d.thread.map(|tid| cpu.thread_task[tid]);
         cpu.until = d.until.filter(|u| *u > now);
         let prev = cpu.running;
-        if cpu.sched.has_closed_periods() {
-            let closed = cpu.sched.take_periods();
-            for p in closed {
-                self.note_period(c, p);
-            }
-        }
+        let mut ended = None;
         if next != prev {
             if let Some(p) = prev {
-                let pt = &mut self.tasks[p];
-                if pt.active && pt.started && self.cpus[c].sched.is_runnable(pt.tid) {
+                let pt = &mut tasks[p];
+                if pt.active && pt.started && cpu.sched.is_runnable(pt.tid) {
                     pt.stats.preemptions += 1;
                 }
-                self.trace_thread(c, p);
+                ended = Some((p, cpu.slice_start));
             }
-            self.cpus[c].running = next;
-            self.cpus[c].slice_start = now;
+            cpu.running = next;
+            cpu.slice_start = now;
+        }
+        let closed = cpu.sched.has_closed_periods();
+        let (first_dispatch, drains) = match next {
+            Some(n) => (!tasks[n].started, !tasks[n].drains.is_empty()),
+            None => (false, false),
+        };
+        if let Some((p, start)) = ended {
+            self.emit_slice(c, SliceOwner::Task(p), start, now.saturating_sub(start));
         }
         if let Some(n) = next {
-            if !self.tasks[n].started {
+            if first_dispatch {
                 self.job_started(n);
             }
-            if !self.tasks[n].drains.is_empty() {
+            if drains {
                 self.drain(n);
             }
+        }
+        if closed {
+            self.note_closed_periods(c);
+        }
+    }
+
+    #[cold]
+    fn note_closed_periods(&mut self, c: usize) {
+        let closed = self.cpus[c].sched.take_periods();
+        for p in closed {
+            self.note_period(c, p);
         }
     }
 
@@ -2081,6 +2136,9 @@ impl Sim {
         }
     }
 
+    /// Arms CPU `c`'s wake-up for its next change. Always inlined into
+    /// its one caller, [`Sim::cpu_update`].
+    #[inline(always)]
     fn arm(&mut self, c: usize) {
         let now = self.now;
         let cpu = &self.cpus[c];
