@@ -439,32 +439,22 @@ impl Recorder {
     }
 
     pub fn to_series(&self, name: &str, metric: Metric) -> Series {
+        let percentiles = |q: &dyn Fn(f64) -> u64| Percentiles {
+            p50: self.capped(q(0.5)),
+            p90: self.capped(q(0.9)),
+            p99: self.capped(q(0.99)),
+            p99_9: self.capped(q(0.999)),
+            p99_99: self.capped(q(0.9999)),
+        };
         let (percentiles, hdr) = if self.counts_suffice() {
             let counts = self.own_counts();
-            let q = |p| self.capped(value_at_quantile(&counts, p));
             (
-                Percentiles {
-                    p50: q(0.5),
-                    p90: q(0.9),
-                    p99: q(0.99),
-                    p99_9: q(0.999),
-                    p99_99: q(0.9999),
-                },
+                percentiles(&|p| value_at_quantile(&counts, p)),
                 encode_counts(&counts),
             )
         } else {
             let hdr = self.built_hdr();
-            let q = |p| self.capped(hdr.value_at_quantile(p));
-            (
-                Percentiles {
-                    p50: q(0.5),
-                    p90: q(0.9),
-                    p99: q(0.99),
-                    p99_9: q(0.999),
-                    p99_99: q(0.9999),
-                },
-                encode_hdr(&hdr),
-            )
+            (percentiles(&|p| hdr.value_at_quantile(p)), encode_hdr(&hdr))
         };
         Series {
             name: name.to_string(),
