@@ -257,14 +257,7 @@ impl Recorder {
         let x = v.0;
         // HdrHistogram cannot hold 0 with a lowest bound of 1; a 0 ns value
         // is counted as 1 ns there and exactly in the sparse form.
-        let i = hdr_index(x.max(1));
-        // An index at or past NEAR_LEN means a value of NEAR_LIMIT or more,
-        // and the array never grows past NEAR_LEN.
-        if let Some(n) = self.near.get_mut(i) {
-            *n += 1;
-        } else {
-            self.add_hdr_cold(i, 1);
-        }
+        self.add_hdr(hdr_index(x.max(1)), 1);
         self.own += 1;
         // Empty until first use, then DENSE_BUCKETS long.
         let bucket = self.bucket_index(x) as usize;
@@ -430,7 +423,11 @@ impl Recorder {
         self.missed += o.missed;
     }
 
-    /// Counts `n` at HdrHistogram index `i`.
+    /// Counts `n` at HdrHistogram index `i`. An index at or past NEAR_LEN
+    /// means a value of NEAR_LIMIT or more, and the near array never grows
+    /// past NEAR_LEN. Always inlined: [`Recorder::record`] runs it per
+    /// sample.
+    #[inline(always)]
     fn add_hdr(&mut self, i: usize, n: u64) {
         match self.near.get_mut(i) {
             Some(c) => *c += n,

@@ -1759,9 +1759,7 @@ impl Sim {
         // Interrupt level: a stall, a held-off clock tick, finished
         // bottom-half items.
         loop {
-            guard += 1;
-            if guard > 100_000 {
-                self.too_many_changes(c);
+            if self.runaway(&mut guard, c) {
                 return;
             }
             let cpu = &mut self.cpus[c];
@@ -1805,9 +1803,7 @@ impl Sim {
                 None => Advance::Idle,
             };
             if advanced != Advance::Idle {
-                guard += 1;
-                if guard > 100_000 {
-                    self.too_many_changes(c);
+                if self.runaway(&mut guard, c) {
                     break;
                 }
                 if advanced == Advance::Again {
@@ -1821,12 +1817,22 @@ impl Sim {
                 break;
             }
             self.pick(c);
-            guard += 1;
-            if guard > 100_000 {
-                self.too_many_changes(c);
+            if self.runaway(&mut guard, c) {
                 break;
             }
         }
+    }
+
+    /// Counts one state change of CPU `c` at this instant; true (and
+    /// warned) past the bound that stops a scenario that never settles.
+    #[inline(always)]
+    fn runaway(&mut self, guard: &mut u32, c: usize) -> bool {
+        *guard += 1;
+        if *guard > 100_000 {
+            self.too_many_changes(c);
+            return true;
+        }
+        false
     }
 
     #[cold]

@@ -185,8 +185,9 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
         .kernel_view
         .as_ref()
         .map_or(0, |k| k.steal_ns.0);
-    let quiet_ns = quiet_ns(trace, cpu, tid, origin, &log);
-    let host = host_ns(sp.no_event_ns, steal, quiet_ns.iter().map(|q| q.1).sum());
+    let mut quiet = quiet_intervals(trace, cpu, tid, origin, &log);
+    let quiet_total: u64 = quiet.iter().map(|q| q.1).sum();
+    let host = host_ns(sp.no_event_ns, steal, quiet_total);
     let named = sp.named_ns + sp.entry_exit_ns + sp.loop_ns;
     let judged = named as f64 / (sp.stolen_ns - host).max(1) as f64;
     let faults = rec.stolen[0]
@@ -217,9 +218,8 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
     };
     // Always counted (cheap, and the first thing to read in a CI log):
     // the intervals with no guest event at all, and the largest of them.
-    let mut quiet = quiet_ns;
     out.quiet_count = quiet.len();
-    out.quiet_ns = quiet.iter().map(|q| q.1).sum();
+    out.quiet_ns = quiet_total;
     out.quiet_share = out.quiet_ns as f64 / sp.stolen_ns.max(1) as f64;
     quiet.sort_by_key(|q| std::cmp::Reverse(q.1));
     out.quiet = quiet
@@ -268,7 +268,7 @@ const MAX_QUIET_SHARE: f64 = 0.2;
 
 /// The probe's intervals with no guest event at all: (start on the trace
 /// clock, length ns).
-fn quiet_ns(
+fn quiet_intervals(
     trace: &Trace,
     cpu: u32,
     tid: i32,
