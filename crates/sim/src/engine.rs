@@ -170,6 +170,18 @@ struct Task {
 }
 
 impl Task {
+    /// Where its current segment would end if it ran from `now` on, as
+    /// [`Cpu::seg_end`] keeps it.
+    #[inline(always)]
+    fn seg_end_from(&self, now: Nanos) -> Nanos {
+        match self.cur {
+            _ if !self.active => Nanos::MAX,
+            Seg::Compute(r) if r.0 == u64::MAX => Nanos::MAX,
+            Seg::Compute(r) => now + r,
+            Seg::Lock(_) | Seg::Unlock(_) => Nanos::ZERO,
+        }
+    }
+
     /// Moves to the next segment.
     #[inline]
     fn next_seg(&mut self) {
@@ -266,6 +278,16 @@ struct Cpu {
     stall_until: Nanos,
     stall_src: usize,
     running: Option<usize>,
+    /// When the running task's compute segment ends, absolute; zero (due at
+    /// once) for a lock or unlock step, `Nanos::MAX` when nothing of it
+    /// can be due (idle, a background thread, an inactive task). Kept here
+    /// rather than as the
+    /// remaining time in the task's `cur`, so that thread-level progress
+    /// costs nothing per event and the wake-up is read off directly:
+    /// interrupt-level work pushes it back by the time it takes. The
+    /// task's `cur` holds its remaining time only while it is off the CPU
+    /// (written back when it is switched out).
+    seg_end: Nanos,
     since: Nanos,
     until: Option<Nanos>,
     need_pick: bool,
@@ -278,6 +300,17 @@ struct Cpu {
     steal_invis: Nanos,
     stolen: CpuStolen,
     slice_start: Nanos,
+}
+
+impl Cpu {
+    /// Interrupt-level work took `dt` from the running task. (A lock step's
+    /// zero end stays due: `dt` is at most the time since it was set.)
+    #[inline(always)]
+    fn push_back_seg_end(&mut self, dt: Nanos) {
+        if self.seg_end != Nanos::MAX {
+            self.seg_end += dt;
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -560,6 +593,7 @@ impl Sim {
                 stall_until: Nanos::ZERO,
                 stall_src: 0,
                 running: None,
+                seg_end: Nanos::MAX,
                 since: Nanos::ZERO,
                 until: None,
                 need_pick: true,
@@ -1407,6 +1441,10 @@ impl Sim {
             return;
         }
         self.start_job(i, nominal);
+        if self.cpus[c].running == Some(i) {
+            // Still on the CPU from its last job (a pick is due).
+            self.load_seg_end(c);
+        }
         let t = &self.tasks[i];
         let dl = t.job_deadline.filter(|_| t.edf);
         let (tid, now) = (t.tid, self.now);
@@ -1717,6 +1755,7 @@ impl Sim {
             }
             cpu.steal_invis += dt;
             self.sources[src].total += dt;
+            cpu.push_back_seg_end(dt);
         } else if let Some(head) = cpu.bh.front_mut() {
             let d = dt.min(head.remaining);
             head.remaining -= d;
@@ -1729,14 +1768,9 @@ impl Sim {
                 cpu.steal_invis += dt;
             }
             self.sources[head.src].total += dt;
-        } else if let Some(ti) = cpu.running {
-            let t = &mut self.tasks[ti];
-            if let Seg::Compute(r) = &mut t.cur {
-                if r.0 != u64::MAX {
-                    *r = r.saturating_sub(dt);
-                }
-            }
+            cpu.push_back_seg_end(dt);
         }
+        // At thread level the running task's segment end stands.
     }
 
     /// Completes what is due on CPU `c`, re-picks when needed, and arms the
@@ -1798,9 +1832,12 @@ impl Sim {
         // level and the event queue), so once the interrupt level is clear
         // it stays clear: the checks above need not run again.
         loop {
-            let advanced = match self.cpus[c].running {
-                Some(ti) => self.advance_task(ti, c),
-                None => Advance::Idle,
+            // Nothing is due before the segment end (never, for an idle
+            // CPU, a background thread or an inactive task).
+            let cpu = &self.cpus[c];
+            let advanced = match cpu.running {
+                Some(ti) if cpu.seg_end <= now => self.advance_task(ti, c),
+                _ => Advance::Idle,
             };
             if advanced != Advance::Idle {
                 if self.runaway(&mut guard, c) {
@@ -1859,6 +1896,10 @@ impl Sim {
             return;
         }
         self.start_job(i, nominal);
+        if self.cpus[c].running == Some(i) {
+            // Still on the CPU from its last job (a pick is due).
+            self.load_seg_end(c);
+        }
         let t = &self.tasks[i];
         let dl = t.job_deadline.filter(|_| t.edf);
         let (tid, now) = (t.tid, self.now);
@@ -1907,12 +1948,16 @@ impl Sim {
         }
         debug_assert!(t.seg < t.nseg);
         match t.cur {
-            Seg::Compute(r) if !r.is_zero() => Advance::Idle,
+            // A finite segment runs on until its end on the CPU; the
+            // background thread's endless one never ends.
+            Seg::Compute(r) if r.0 == u64::MAX || self.cpus[c].seg_end > now => Advance::Idle,
             Seg::Compute(_) => {
                 t.next_seg();
                 if t.seg >= t.nseg && !self.complete_job(ti, c) {
+                    self.cpus[c].seg_end = Nanos::MAX;
                     return Advance::Over;
                 }
+                self.load_seg_end(c);
                 Advance::Again
             }
             Seg::Lock(l) => {
@@ -1924,6 +1969,7 @@ impl Sim {
                     self.tasks[ti].next_seg();
                     self.cpus[c].need_pick = true;
                 }
+                self.load_seg_end(c);
                 Advance::Again
             }
             Seg::Unlock(l) => {
@@ -1934,9 +1980,23 @@ impl Sim {
                 }
                 // Dropping a ceiling or inherited priority may change who runs.
                 self.cpus[c].need_pick = true;
+                self.load_seg_end(c);
                 Advance::Again
             }
         }
+    }
+
+    /// Sets CPU `c`'s segment end from its running task's current segment,
+    /// which must hold the remaining time (the task has just been put on
+    /// the CPU or moved to a new segment).
+    #[inline(always)]
+    fn load_seg_end(&mut self, c: usize) {
+        let Sim { cpus, tasks, .. } = self;
+        let cpu = &mut cpus[c];
+        cpu.seg_end = match cpu.running {
+            Some(ti) => tasks[ti].seg_end_from(self.now),
+            None => Nanos::MAX,
+        };
     }
 
     /// Ends the running job of task `ti`; returns whether a queued job of
@@ -2044,12 +2104,22 @@ impl Sim {
         if next != prev {
             if let Some(p) = prev {
                 let pt = &mut tasks[p];
+                if let Seg::Compute(r) = &mut pt.cur {
+                    if cpu.seg_end != Nanos::MAX {
+                        // Off the CPU its remaining time is kept in the task.
+                        *r = cpu.seg_end.saturating_sub(now);
+                    }
+                }
                 if pt.active && pt.started && cpu.sched.is_runnable(pt.tid) {
                     pt.stats.preemptions += 1;
                 }
                 ended = Some((p, cpu.slice_start));
             }
             cpu.running = next;
+            cpu.seg_end = match next {
+                Some(n) => tasks[n].seg_end_from(now),
+                None => Nanos::MAX,
+            };
             cpu.slice_start = now;
         }
         let closed = cpu.sched.has_closed_periods();
@@ -2153,13 +2223,16 @@ impl Sim {
         } else if let Some(h) = cpu.bh.front() {
             Some(now + h.remaining)
         } else {
-            let seg_end = cpu.running.and_then(|ti| {
-                let t = &self.tasks[ti];
-                match t.cur {
-                    Seg::Compute(r) if t.active && r.0 != u64::MAX => Some(now + r),
+            let seg_end = if cpu.seg_end > now {
+                (cpu.seg_end != Nanos::MAX).then_some(cpu.seg_end)
+            } else {
+                // Only when a runaway stopped the settling: a compute
+                // segment is due at once, a lock step waits.
+                cpu.running.and_then(|ti| match self.tasks[ti].cur {
+                    Seg::Compute(_) => Some(now),
                     _ => None,
-                }
-            });
+                })
+            };
             match (seg_end, cpu.until) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
