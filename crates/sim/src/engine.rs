@@ -309,6 +309,45 @@ struct Cpu {
 }
 
 impl Cpu {
+    /// Accounts what happened on this CPU since its last change. Within
+    /// that span its state was constant (every change arms a wake).
+    ///
+    /// Always inlined: it runs two or three times per event, often with
+    /// nothing to do, and as a call it cost more than its early return.
+    #[inline(always)]
+    fn sync(&mut self, now: Nanos, sources: &mut [SourceStats]) {
+        let cpu = self;
+        if now <= cpu.since {
+            return;
+        }
+        let dt = now - cpu.since;
+        let from = cpu.since;
+        cpu.since = now;
+        if cpu.stall_until >= now && cpu.stall_until > from {
+            let src = cpu.stall_src;
+            if cpu.steal_start.is_none() {
+                cpu.steal_start = Some(from);
+            }
+            cpu.steal_invis += dt;
+            sources[src].total += dt;
+            cpu.push_back_seg_end(dt);
+        } else if let Some(head) = cpu.bh.front_mut() {
+            let d = dt.min(head.remaining);
+            head.remaining -= d;
+            if cpu.steal_start.is_none() {
+                cpu.steal_start = Some(from);
+            }
+            if head.visible {
+                cpu.steal_vis += dt;
+            } else {
+                cpu.steal_invis += dt;
+            }
+            sources[head.src].total += dt;
+            cpu.push_back_seg_end(dt);
+        }
+        // At thread level the running task's segment end stands.
+    }
+
     /// Interrupt-level work took `dt` from the running task. (A lock step's
     /// zero end stays due: `dt` is at most the time since it was set.)
     #[inline(always)]
@@ -1757,53 +1796,26 @@ impl Sim {
         });
     }
 
-    /// Accounts what happened on CPU `c` since its last change. Within
-    /// that span its state was constant (every change arms a wake).
-    ///
-    /// Always inlined: it runs two or three times per event, often with
-    /// nothing to do, and as a call it cost more than its early return.
+    /// [`Cpu::sync`] for CPU `c` at this instant.
     #[inline(always)]
     fn cpu_sync(&mut self, c: usize) {
         let now = self.now;
-        let cpu = &mut self.cpus[c];
-        if now <= cpu.since {
-            return;
-        }
-        let dt = now - cpu.since;
-        let from = cpu.since;
-        cpu.since = now;
-        if cpu.stall_until >= now && cpu.stall_until > from {
-            let src = cpu.stall_src;
-            if cpu.steal_start.is_none() {
-                cpu.steal_start = Some(from);
-            }
-            cpu.steal_invis += dt;
-            self.sources[src].total += dt;
-            cpu.push_back_seg_end(dt);
-        } else if let Some(head) = cpu.bh.front_mut() {
-            let d = dt.min(head.remaining);
-            head.remaining -= d;
-            if cpu.steal_start.is_none() {
-                cpu.steal_start = Some(from);
-            }
-            if head.visible {
-                cpu.steal_vis += dt;
-            } else {
-                cpu.steal_invis += dt;
-            }
-            self.sources[head.src].total += dt;
-            cpu.push_back_seg_end(dt);
-        }
-        // At thread level the running task's segment end stands.
+        let Sim { cpus, sources, .. } = self;
+        cpus[c].sync(now, sources);
     }
 
     /// Completes what is due on CPU `c`, re-picks when needed, and arms the
     /// next wake.
     fn cpu_update(&mut self, c: usize) {
-        self.cpus[c].deferred = false;
-        self.cpu_sync(c);
         let now = self.now;
-        self.cpu_settle(c, now);
+        // One borrow of the CPU for the steps every update takes: indexed
+        // afresh at each, it was reloaded and bounds-checked at each.
+        let Sim { cpus, sources, .. } = self;
+        let cpu = &mut cpus[c];
+        cpu.deferred = false;
+        cpu.sync(now, sources);
+        let irq_level = cpu.stall_until > now || cpu.tick_pending || !cpu.bh.is_empty();
+        self.cpu_settle(c, now, irq_level);
         self.arm(c);
     }
 
@@ -1811,41 +1823,46 @@ impl Sim {
     /// so that the one `arm` after it is inlined (as three calls they cost
     /// a prologue and epilogue each).
     #[inline(always)]
-    fn cpu_settle(&mut self, c: usize, now: Nanos) {
+    fn cpu_settle(&mut self, c: usize, now: Nanos, irq_level: bool) {
         // One count per state change, whichever phase makes it.
         let mut guard = 0;
         // Interrupt level: a stall, a held-off clock tick, finished
-        // bottom-half items.
-        loop {
-            if self.runaway(&mut guard, c) {
-                return;
-            }
-            let cpu = &mut self.cpus[c];
-            if cpu.stall_until > now {
-                return;
-            }
-            if cpu.tick_pending {
-                cpu.tick_pending = false;
-                self.clock_interrupt(c);
-                continue;
-            }
-            if let Some(head) = cpu.bh.front() {
-                if head.remaining.is_zero() {
-                    let item = cpu.bh.pop_front().expect("head");
-                    let s = &mut self.sources[item.src];
-                    s.count += 1;
-                    if item.len > s.max {
-                        s.max = item.len;
-                    }
-                    self.emit_slice(c, SliceOwner::Source(item.src), now - item.len, item.len);
-                    if let Action::Release { task, nominal } = item.action {
-                        self.release_inner(task, nominal);
-                    }
+        // bottom-half items. Usually there is none (`irq_level` is false):
+        // then the loop would only count its one pass.
+        if !irq_level {
+            guard = 1;
+        } else {
+            loop {
+                if self.runaway(&mut guard, c) {
+                    return;
+                }
+                let cpu = &mut self.cpus[c];
+                if cpu.stall_until > now {
+                    return;
+                }
+                if cpu.tick_pending {
+                    cpu.tick_pending = false;
+                    self.clock_interrupt(c);
                     continue;
                 }
-                return;
+                if let Some(head) = cpu.bh.front() {
+                    if head.remaining.is_zero() {
+                        let item = cpu.bh.pop_front().expect("head");
+                        let s = &mut self.sources[item.src];
+                        s.count += 1;
+                        if item.len > s.max {
+                            s.max = item.len;
+                        }
+                        self.emit_slice(c, SliceOwner::Source(item.src), now - item.len, item.len);
+                        if let Action::Release { task, nominal } = item.action {
+                            self.release_inner(task, nominal);
+                        }
+                        continue;
+                    }
+                    return;
+                }
+                break;
             }
-            break;
         }
         // Thread level: the stolen interval (if any) is over.
         if let Some(start) = self.cpus[c].steal_start.take() {
