@@ -1875,22 +1875,23 @@ impl Sim {
         loop {
             // Nothing is due before the segment end (never, for an idle
             // CPU, a background thread or an inactive task).
-            let cpu = &self.cpus[c];
-            let advanced = match cpu.running {
-                Some(ti) if cpu.seg_end <= now => self.advance_task(ti, c),
-                _ => Advance::Idle,
-            };
-            if advanced != Advance::Idle {
-                if self.runaway(&mut guard, c) {
-                    break;
+            // The CPU is indexed again only when the task moved on.
+            let mut cpu = &self.cpus[c];
+            if let Some(ti) = cpu.running.filter(|_| cpu.seg_end <= now) {
+                let advanced = self.advance_task(ti, c);
+                if advanced != Advance::Idle {
+                    if self.runaway(&mut guard, c) {
+                        break;
+                    }
+                    if advanced == Advance::Again {
+                        continue;
+                    }
+                    // `Over`: the pass that would find the task inactive
+                    // next changes nothing; go on to the pick its
+                    // completion asked for.
                 }
-                if advanced == Advance::Again {
-                    continue;
-                }
-                // `Over`: the pass that would find the task inactive next
-                // changes nothing; go on to the pick its completion asked for.
+                cpu = &self.cpus[c];
             }
-            let cpu = &self.cpus[c];
             if !(cpu.need_pick || cpu.until.is_some_and(|u| u <= now)) {
                 break;
             }
