@@ -1986,7 +1986,8 @@ impl Sim {
         }
     }
 
-    /// Moves the running task past a finished segment.
+    /// Moves the running task past a finished segment; call it only when
+    /// [`Cpu::seg_end`] is due.
     fn advance_task(&mut self, ti: usize, c: usize) -> Advance {
         let now = self.now;
         let t = &mut self.tasks[ti];
@@ -1995,9 +1996,9 @@ impl Sim {
         }
         debug_assert!(t.seg < t.nseg);
         match t.cur {
-            // A finite segment runs on until its end on the CPU; the
-            // background thread's endless one never ends.
-            Seg::Compute(r) if r.0 == u64::MAX || self.cpus[c].seg_end > now => Advance::Idle,
+            // The caller found its end on the CPU due (a background
+            // thread's endless segment has none).
+            Seg::Compute(r) if r.0 == u64::MAX => Advance::Idle,
             Seg::Compute(_) => {
                 t.next_seg();
                 if t.seg >= t.nseg && !self.complete_job(ti, c) {
