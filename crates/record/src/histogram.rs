@@ -279,13 +279,27 @@ impl Recorder {
         self.count += 1;
         self.sum += x as u128;
         // Branches, not a select: after the first samples a new extreme is
-        // rare, and a select loads and stores the field every time.
+        // rare, and a select loads and stores the field every time. Out of
+        // line, so that the common case falls through rather than jumping
+        // away and back.
         if x < self.min {
-            self.min = x;
+            self.new_min(x);
         }
         if x > self.max {
-            self.max = x;
+            self.new_max(x);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_min(&mut self, x: u64) {
+        self.min = x;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_max(&mut self, x: u64) {
+        self.max = x;
     }
 
     /// Counts `n` at HdrHistogram index `i` when the near array does not
