@@ -113,11 +113,13 @@ fn new_hdr() -> hdrhistogram::Histogram<u64> {
 }
 
 /// Index of `v` in the HdrHistogram counts array (`index_for` there).
+/// 0, which that HdrHistogram cannot hold, has index 0, where no other
+/// value lands.
 #[inline]
 const fn hdr_index(v: u64) -> usize {
     let bucket = LEADING_ZERO_BASE - (v | SUB_BUCKET_MASK).leading_zeros();
     let sub = (v >> bucket) as usize;
-    ((bucket as usize + 1) << SUB_BUCKET_HALF_MAGNITUDE) + sub - (1 << SUB_BUCKET_HALF_MAGNITUDE)
+    ((bucket as usize) << SUB_BUCKET_HALF_MAGNITUDE) + sub
 }
 
 /// `v / 1000` for every `u64`, as the multiply by the reciprocal that the
@@ -202,8 +204,9 @@ pub struct Recorder {
     near: Vec<u64>,
     /// HdrHistogram counts by index for values from [`NEAR_LIMIT`] on.
     far: CountMap,
-    /// Samples in `near` and `far`.
-    own: u64,
+    /// Samples counted in `base` rather than in `near` and `far`: those
+    /// hold `count - in_base`, so recording counts a sample once.
+    in_base: u64,
     /// An HdrHistogram read from a stored series or merged in from one:
     /// the counts above add to it.
     base: Option<Box<hdrhistogram::Histogram<u64>>>,
@@ -211,8 +214,13 @@ pub struct Recorder {
     /// first use; growing it to 65.5 ms saved map updates for long periods
     /// but cost more in zeroed pages: RSS 18 -> 42 MB on the 20-task SimSo
     /// set, wall time up): a map insert per sample was most of the
-    /// simulator's time, an array increment is not.
+    /// simulator's time, an array increment is not. Only for 1 µs buckets
+    /// ([`DEFAULT_BUCKET_NS`]): [`Recorder::record`] indexes it by
+    /// `value / 1000` without looking at the width.
     dense: Vec<u64>,
+    /// `dense` for any other bucket width (at most one of the two is ever
+    /// allocated).
+    dense_other: Vec<u64>,
     /// Buckets at or beyond the dense range, keyed by lower bound in ns.
     sparse: CountMap,
     bucket_ns: u64,
@@ -229,9 +237,10 @@ impl Recorder {
         Recorder {
             near: Vec::new(),
             far: CountMap::default(),
-            own: 0,
+            in_base: 0,
             base: None,
             dense: Vec::new(),
+            dense_other: Vec::new(),
             sparse: CountMap::default(),
             bucket_ns: bucket.0.max(1),
             count: 0,
@@ -251,29 +260,50 @@ impl Recorder {
     // Always inlined: the simulator records three values per job and the
     // call cost as much as the counting; the rare paths are out of line.
     // Each array is tried with one bounds check (`get_mut`): a value past
-    // what the array holds so far, or past its limit, takes the cold path.
+    // what the array holds so far, or past its limit, takes the cold path,
+    // and so does every value of a width other than 1 µs (`dense` stays
+    // empty then), so no sample tests the width.
     #[inline(always)]
     pub fn record(&mut self, v: Nanos) {
         let x = v.0;
         // HdrHistogram cannot hold 0 with a lowest bound of 1; a 0 ns value
-        // is counted as 1 ns there and exactly in the sparse form.
-        self.add_hdr(hdr_index(x.max(1)), 1);
-        self.own += 1;
+        // is counted at index 0 here and read as 1 ns (`own_counts`), and
+        // exactly in the sparse form.
+        self.add_hdr(hdr_index(x), 1);
         // Empty until first use, then DENSE_BUCKETS long.
-        let bucket = self.bucket_index(x) as usize;
-        if let Some(n) = self.dense.get_mut(bucket) {
+        if let Some(n) = self.dense.get_mut(div_1000(x) as usize) {
             *n += 1;
         } else {
             self.add_bucket_cold(x);
         }
         self.count += 1;
         self.sum += x as u128;
-        self.min = self.min.min(x);
-        self.max = self.max.max(x);
+        // Branches, not a select: after the first samples a new extreme is
+        // rare, and a select loads and stores the field every time. Out of
+        // line, so that the common case falls through rather than jumping
+        // away and back.
+        if x < self.min {
+            self.new_min(x);
+        }
+        if x > self.max {
+            self.new_max(x);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_min(&mut self, x: u64) {
+        self.min = x;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_max(&mut self, x: u64) {
+        self.max = x;
     }
 
     /// Counts `n` at HdrHistogram index `i` when the near array does not
-    /// reach `i` yet (or never will). Does not touch `own`.
+    /// reach `i` yet (or never will).
     #[cold]
     #[inline(never)]
     fn add_hdr_cold(&mut self, i: usize, n: u64) {
@@ -289,14 +319,23 @@ impl Recorder {
 
     /// Non-zero HdrHistogram counts of `near` and `far` as `(index, count)`
     /// in increasing index order (every `far` index lies beyond `near`).
+    /// The 0 ns values counted at index 0 are counted at 1 ns's index, 1,
+    /// as the HdrHistogram does.
     fn own_counts(&self) -> Vec<(usize, u64)> {
+        let zeros = self.near.first().copied().unwrap_or(0);
         let mut v: Vec<(usize, u64)> = self
             .near
             .iter()
             .enumerate()
-            .filter(|(_, n)| **n > 0)
-            .map(|(i, n)| (i, *n))
+            .skip(1)
+            .map(|(i, &n)| (i, if i == 1 { n + zeros } else { n }))
+            .filter(|(_, n)| *n > 0)
             .collect();
+        // `near` grows in whole HdrHistogram buckets, so it reaches index 1
+        // whenever it holds index 0; this keeps the zeros if it did not.
+        if zeros > 0 && self.near.len() == 1 {
+            v.push((1, zeros));
+        }
         v.extend(
             self.far
                 .sorted()
@@ -312,7 +351,7 @@ impl Recorder {
     /// recorder without one has nothing to fold: its counts are read as
     /// they are.
     pub fn settle(&mut self) {
-        if self.own == 0 || self.base.is_none() {
+        if self.own() == 0 || self.base.is_none() {
             return;
         }
         let counts = self.own_counts();
@@ -322,17 +361,22 @@ impl Recorder {
         self.clear_own();
     }
 
-    /// Forgets the counts of `near` and `far` (once folded elsewhere).
+    /// Forgets the counts of `near` and `far` (once folded into `base`).
     fn clear_own(&mut self) {
         self.near.iter_mut().for_each(|n| *n = 0);
         self.far = CountMap::default();
-        self.own = 0;
+        self.in_base = self.count;
+    }
+
+    /// Samples in `near` and `far`.
+    fn own(&self) -> u64 {
+        self.count - self.in_base
     }
 
     /// The HdrHistogram of everything recorded.
     fn built_hdr(&self) -> Cow<'_, hdrhistogram::Histogram<u64>> {
         match &self.base {
-            Some(b) if self.own == 0 => Cow::Borrowed(&**b),
+            Some(b) if self.own() == 0 => Cow::Borrowed(&**b),
             b => {
                 let mut h = b.as_deref().cloned().unwrap_or_else(new_hdr);
                 fold_counts(&mut h, &self.own_counts());
@@ -397,10 +441,11 @@ impl Recorder {
                     self.add_hdr(i, n);
                 }
             }
+            // Without a base `o` holds all its samples there, as `self`
+            // then does with `o.count` added.
             for (i, n) in o.far.sorted() {
                 self.far.add(i, n);
             }
-            self.own += o.own;
         } else {
             // HdrHistogram addition grows to the addend's maximum, as
             // recording does not: merge whole histograms, as before.
@@ -411,6 +456,7 @@ impl Recorder {
             fold_counts(&mut b, &self.own_counts());
             self.clear_own();
             let _ = b.add(&*o.built_hdr());
+            self.in_base += o.count;
             self.base = Some(b);
         }
         for (k, v) in o.buckets() {
@@ -498,6 +544,7 @@ impl Recorder {
             r.add_bucket(*lo, *c);
         }
         r.count = s.count;
+        r.in_base = s.count;
         r.sum = s.mean.0 as u128 * s.count as u128;
         r.min = if s.count == 0 { u64::MAX } else { s.min.0 };
         r.max = s.max.0;
@@ -511,10 +558,15 @@ impl Recorder {
     fn add_bucket(&mut self, value_ns: u64, n: u64) {
         let idx = self.bucket_index(value_ns);
         if idx < DENSE_BUCKETS as u64 {
-            if self.dense.is_empty() {
-                self.dense = vec![0; DENSE_BUCKETS];
+            let dense = if self.bucket_ns == DEFAULT_BUCKET_NS {
+                &mut self.dense
+            } else {
+                &mut self.dense_other
+            };
+            if dense.is_empty() {
+                *dense = vec![0; DENSE_BUCKETS];
             }
-            self.dense[idx as usize] += n;
+            dense[idx as usize] += n;
         } else {
             self.add_sparse(idx, n);
         }
@@ -554,6 +606,7 @@ impl Recorder {
         let w = self.bucket_ns;
         self.dense
             .iter()
+            .chain(&self.dense_other)
             .enumerate()
             .filter(|(_, c)| **c > 0)
             .map(move |(i, c)| (i as u64 * w, *c))
@@ -920,6 +973,29 @@ mod tests {
         }
         for v in values {
             assert_eq!(div_1000(v), v / 1000, "{v}");
+        }
+    }
+
+    /// Widths other than 1 µs, which `record` never counts in `dense`,
+    /// give the buckets that dividing each value gives, 0 ns included.
+    #[test]
+    fn other_widths_count_every_value() {
+        let mut x: u64 = 0x5EED_0F0D_D1D7;
+        for w in [1u64, 7, 100, 999, 1001, 1 << 20] {
+            let mut r = Recorder::new(Nanos(w));
+            let mut want: BTreeMap<u64, u64> = BTreeMap::new();
+            for k in 0..20_000u64 {
+                let v = match k % 5 {
+                    0 => 0,
+                    1 => xorshift(&mut x) % (w * 9000),
+                    _ => xorshift(&mut x) >> (x % 64),
+                };
+                r.record(Nanos(v));
+                *want.entry(v / w * w).or_default() += 1;
+            }
+            let h = r.to_series("x", Metric::Latency).histogram;
+            assert_eq!(h.bucket_ns, w);
+            assert_eq!(h.buckets, want.into_iter().collect::<Vec<_>>(), "{w}");
         }
     }
 
