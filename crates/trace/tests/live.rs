@@ -254,8 +254,10 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
 /// guest tracer cannot name them, and on this VM they come in bursts of
 /// thousands of 1-3 µs exits on the host's 10 ms grid that steal does not
 /// count (one run in six or so; 3,633 such intervals, 8.3 ms, 11% of one
-/// run's stolen time, with steal 0). They are bounded instead
-/// ([`MAX_QUIET_SHARE`]), so a recorder that stops seeing the guest fails.
+/// run's stolen time, with steal 0; in one clean-clone CI run 7,371 of
+/// them, 16.5 ms, 20.7%, the largest 30-92 µs, most on that grid). They
+/// are bounded instead ([`MAX_QUIET_SHARE`]), so a recorder that stops
+/// seeing the guest fails.
 fn host_ns(no_event_ns: u64, steal_ns: u64, quiet_ns: u64) -> u64 {
     // SAFETY: sysconf has no memory effects.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
@@ -263,8 +265,13 @@ fn host_ns(no_event_ns: u64, steal_ns: u64, quiet_ns: u64) -> u64 {
 }
 
 /// Most of the stolen time that may fall in intervals with no guest event
-/// at all: past it, the tracer is missing the guest, not the host.
-const MAX_QUIET_SHARE: f64 = 0.2;
+/// at all: past it, the tracer is missing the guest, not the host. A third
+/// because each test's own source is far larger (the neighbor ~73% of its
+/// test's stolen time, the disk interrupt's handlers and entry/exit ~98%
+/// of its test's), so a recorder that misses it still fails; and the
+/// host's share has reached 20.7% in one run here (see [`host_ns`]), which
+/// the earlier bound of 20% failed.
+const MAX_QUIET_SHARE: f64 = 1.0 / 3.0;
 
 /// The probe's intervals with no guest event at all: (start on the trace
 /// clock, length ns).
