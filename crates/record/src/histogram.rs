@@ -322,6 +322,8 @@ impl Recorder {
     /// The 0 ns values counted at index 0 are counted at 1 ns's index, 1,
     /// as the HdrHistogram does.
     fn own_counts(&self) -> Vec<(usize, u64)> {
+        // `near` grows in whole HdrHistogram buckets, so it reaches index 1
+        // whenever it holds index 0.
         let zeros = self.near.first().copied().unwrap_or(0);
         let mut v: Vec<(usize, u64)> = self
             .near
@@ -331,11 +333,6 @@ impl Recorder {
             .map(|(i, &n)| (i, if i == 1 { n + zeros } else { n }))
             .filter(|(_, n)| *n > 0)
             .collect();
-        // `near` grows in whole HdrHistogram buckets, so it reaches index 1
-        // whenever it holds index 0; this keeps the zeros if it did not.
-        if zeros > 0 && self.near.len() == 1 {
-            v.push((1, zeros));
-        }
         v.extend(
             self.far
                 .sorted()
@@ -449,10 +446,7 @@ impl Recorder {
         } else {
             // HdrHistogram addition grows to the addend's maximum, as
             // recording does not: merge whole histograms, as before.
-            let mut b = match self.base.take() {
-                Some(b) => b,
-                None => Box::new(new_hdr()),
-            };
+            let mut b = self.base.take().unwrap_or_else(|| Box::new(new_hdr()));
             fold_counts(&mut b, &self.own_counts());
             self.clear_own();
             let _ = b.add(&*o.built_hdr());
@@ -636,8 +630,9 @@ fn encode_counts(counts: &[(usize, u64)]) -> String {
     raw.extend_from_slice(&1u64.to_be_bytes()); // lowest discernible value
     raw.extend_from_slice(&HDR_HIGHEST.to_be_bytes());
     raw.extend_from_slice(&1.0f64.to_be_bytes()); // integer to double ratio
-                                                  // Counts up to the maximum's index, a run of two or more zeros as its
-                                                  // negated length, all zig-zag LEB128; an empty histogram is one zero.
+
+    // Counts up to the maximum's index, a run of two or more zeros as its
+    // negated length, all zig-zag LEB128; an empty histogram is one zero.
     let mut next = 0usize;
     for &(i, n) in counts {
         match i - next {

@@ -387,6 +387,21 @@ impl Timeline {
         self.values_ns[idx] += amount;
     }
 
+    /// The kept bin holding time `at`: its bounds `[start, end)` and its
+    /// index in `values_ns`; none before the width is set or past the bins
+    /// kept so far. (The simulator caches it: nearly every stolen interval
+    /// falls in the bin of the one before.)
+    pub fn kept_bin(&self, at: Nanos) -> Option<(Nanos, Nanos, usize)> {
+        if self.bin_ns.is_zero() {
+            return None;
+        }
+        let idx = at.0 / self.bin_ns.0;
+        ((idx as usize) < self.values_ns.len()).then(|| {
+            let lo = idx * self.bin_ns.0;
+            (Nanos(lo), Nanos(lo + self.bin_ns.0), idx as usize)
+        })
+    }
+
     /// Adds an interval that may straddle bins, splitting it exactly.
     // Inlined with the split out of line: the simulator adds one per
     // stolen interval, and with the split in the same function the call

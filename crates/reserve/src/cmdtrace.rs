@@ -325,6 +325,7 @@ impl CommandTrace {
             4096,
             wanted,
             &["sched/sched_switch", "irq/irq_handler_entry"],
+            &[],
         )?;
         let fail = |what: &str, e: &dyn std::fmt::Display| NoTracing(format!("{what}: {e}"));
         inst.set("tracing_on", "1")

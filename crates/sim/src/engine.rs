@@ -316,36 +316,46 @@ impl Cpu {
     /// nothing to do, and as a call it cost more than its early return.
     #[inline(always)]
     fn sync(&mut self, now: Nanos, sources: &mut [SourceStats]) {
-        let cpu = self;
-        if now <= cpu.since {
+        if now <= self.since {
             return;
         }
-        let dt = now - cpu.since;
-        let from = cpu.since;
-        cpu.since = now;
-        if cpu.stall_until >= now && cpu.stall_until > from {
-            let src = cpu.stall_src;
-            if cpu.steal_start.is_none() {
-                cpu.steal_start = Some(from);
+        let dt = now - self.since;
+        let from = self.since;
+        self.since = now;
+        if self.stall_until >= now && self.stall_until > from {
+            let src = self.stall_src;
+            if self.steal_start.is_none() {
+                self.steal_start = Some(from);
             }
-            cpu.steal_invis += dt;
+            self.steal_invis += dt;
             sources[src].total += dt;
-            cpu.push_back_seg_end(dt);
-        } else if let Some(head) = cpu.bh.front_mut() {
+            self.push_back_seg_end(dt);
+        } else if let Some(head) = self.bh.front_mut() {
             let d = dt.min(head.remaining);
             head.remaining -= d;
-            if cpu.steal_start.is_none() {
-                cpu.steal_start = Some(from);
+            if self.steal_start.is_none() {
+                self.steal_start = Some(from);
             }
             if head.visible {
-                cpu.steal_vis += dt;
+                self.steal_vis += dt;
             } else {
-                cpu.steal_invis += dt;
+                self.steal_invis += dt;
             }
             sources[head.src].total += dt;
-            cpu.push_back_seg_end(dt);
+            self.push_back_seg_end(dt);
         }
         // At thread level the running task's segment end stands.
+    }
+
+    /// Sets the segment end from the running task's current segment,
+    /// which must hold the remaining time (the task has just been put on
+    /// the CPU or moved to a new segment).
+    #[inline(always)]
+    fn load_seg_end(&mut self, tasks: &[Task], now: Nanos) {
+        self.seg_end = match self.running {
+            Some(ti) => tasks[ti].seg_end_from(now),
+            None => Nanos::MAX,
+        };
     }
 
     /// Interrupt-level work took `dt` from the running task. (A lock step's
@@ -570,20 +580,13 @@ fn sample_exp(m: Nanos, rng: &mut Rng) -> Nanos {
 }
 
 /// [`Timeline::add_interval`] for a stolen interval outside CPU `cpu`'s
-/// cached bin; then caches the bin `start` falls in, when it lies whole in
-/// one kept bin (the width may have just doubled, so it is found afresh).
+/// cached bin; then caches the kept bin `start` falls in (the width may
+/// have just doubled, so it is found afresh).
 #[inline(never)]
 fn add_interval_and_cache_bin(cpu: &mut Cpu, start: Nanos, len: Nanos) {
     let tl = &mut cpu.stolen.timeline;
     tl.add_interval(start, len);
-    cpu.bin = (Nanos::ZERO, Nanos::ZERO, 0);
-    if !tl.bin_ns.is_zero() {
-        let idx = start.0 / tl.bin_ns.0;
-        if (idx as usize) < tl.values_ns.len() {
-            let lo = idx * tl.bin_ns.0;
-            cpu.bin = (Nanos(lo), Nanos(lo + tl.bin_ns.0), idx as usize);
-        }
-    }
+    cpu.bin = tl.kept_bin(start).unwrap_or((Nanos::ZERO, Nanos::ZERO, 0));
 }
 
 /// An exponential gap of mean `mean_ns` (callers keep `1e9 / rate` rather
@@ -1502,16 +1505,7 @@ impl Sim {
             }
             return;
         }
-        self.start_job(i, nominal);
-        if self.cpus[c].running == Some(i) {
-            // Still on the CPU from its last job (a pick is due).
-            self.load_seg_end(c);
-        }
-        let t = &self.tasks[i];
-        let dl = t.job_deadline.filter(|_| t.edf);
-        let (tid, now) = (t.tid, self.now);
-        self.cpus[c].sched.on_release(now, tid, dl);
-        self.cpus[c].need_pick = true;
+        self.begin_job(i, c, nominal);
         // Releases due at the same instant are all seen before the CPU
         // re-picks: otherwise the first one released would be dispatched
         // for zero time and displaced by the next, counting a preemption
@@ -1578,6 +1572,22 @@ impl Sim {
                 self.cpu_update(c);
             }
         }
+    }
+
+    /// Starts a job of task `i` (on CPU `c`) released at `nominal` and
+    /// hands it to the scheduler; the CPU re-picks next. A task still on
+    /// the CPU from its last job gets its segment end from the new job.
+    #[inline(always)]
+    fn begin_job(&mut self, i: usize, c: usize, nominal: Nanos) {
+        self.start_job(i, nominal);
+        if self.cpus[c].running == Some(i) {
+            self.load_seg_end(c);
+        }
+        let t = &self.tasks[i];
+        let dl = t.job_deadline.filter(|_| t.edf);
+        let (tid, now) = (t.tid, self.now);
+        self.cpus[c].sched.on_release(now, tid, dl);
+        self.cpus[c].need_pick = true;
     }
 
     /// Always inlined: once per job, and as a call its prologue and
@@ -1936,16 +1946,7 @@ impl Sim {
             }
             return;
         }
-        self.start_job(i, nominal);
-        if self.cpus[c].running == Some(i) {
-            // Still on the CPU from its last job (a pick is due).
-            self.load_seg_end(c);
-        }
-        let t = &self.tasks[i];
-        let dl = t.job_deadline.filter(|_| t.edf);
-        let (tid, now) = (t.tid, self.now);
-        self.cpus[c].sched.on_release(now, tid, dl);
-        self.cpus[c].need_pick = true;
+        self.begin_job(i, c, nominal);
     }
 
     fn end_steal(&mut self, c: usize, start: Nanos) {
@@ -2000,11 +2001,14 @@ impl Sim {
             Seg::Compute(r) if r.0 == u64::MAX => Advance::Idle,
             Seg::Compute(_) => {
                 t.next_seg();
-                if t.seg >= t.nseg && !self.complete_job(ti, c) {
+                if t.seg < t.nseg {
+                    self.load_seg_end(c);
+                } else if !self.complete_job(ti, c) {
                     self.cpus[c].seg_end = Nanos::MAX;
                     return Advance::Over;
                 }
-                self.load_seg_end(c);
+                // A queued job that took the completed one's place has its
+                // segment end loaded (`begin_job`).
                 Advance::Again
             }
             Seg::Lock(l) => {
@@ -2033,17 +2037,11 @@ impl Sim {
         }
     }
 
-    /// Sets CPU `c`'s segment end from its running task's current segment,
-    /// which must hold the remaining time (the task has just been put on
-    /// the CPU or moved to a new segment).
+    /// [`Cpu::load_seg_end`] for CPU `c`.
     #[inline(always)]
     fn load_seg_end(&mut self, c: usize) {
         let Sim { cpus, tasks, .. } = self;
-        let cpu = &mut cpus[c];
-        cpu.seg_end = match cpu.running {
-            Some(ti) => tasks[ti].seg_end_from(self.now),
-            None => Nanos::MAX,
-        };
+        cpus[c].load_seg_end(tasks, self.now);
     }
 
     /// Ends the running job of task `ti`; returns whether a queued job of
@@ -2059,13 +2057,8 @@ impl Sim {
         }
         t.active = false;
         if let Some(next) = t.backlog.pop_front() {
-            self.start_job(ti, next);
-            let t = &self.tasks[ti];
-            let dl = t.job_deadline.filter(|_| t.edf);
-            let tid = t.tid;
-            self.cpus[c].sched.on_release(now, tid, dl);
             // The next queued job starts when the scheduler next runs it.
-            self.cpus[c].need_pick = true;
+            self.begin_job(ti, c, next);
             return true;
         }
         let tid = t.tid;
@@ -2163,10 +2156,7 @@ impl Sim {
                 ended = Some((p, cpu.slice_start));
             }
             cpu.running = next;
-            cpu.seg_end = match next {
-                Some(n) => tasks[n].seg_end_from(now),
-                None => Nanos::MAX,
-            };
+            cpu.load_seg_end(tasks, now);
             cpu.slice_start = now;
         }
         let closed = cpu.sched.has_closed_periods();

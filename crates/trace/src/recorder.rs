@@ -277,15 +277,15 @@ impl FlightRecorder {
             header_page: hp,
             header_event: he,
             enabled,
-            mut missing,
+            missing,
         } = Rings::open(
             inst,
             cpus,
             u64::from(opts.buffer_kb),
             wanted,
             &["sched/sched_switch"],
+            &[FAULT_FILTER],
         )?;
-        let enabled = limit_faults_to_probes(&mut inst, enabled, &mut missing);
         let fail = |what: &str, e: &dyn std::fmt::Display| NoTracing(format!("{what}: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
         let online = crate::recorder::online_cpus();
@@ -537,45 +537,20 @@ fn read_loop(
     out
 }
 
+/// The page-fault events, kept to punctual's own probe threads
+/// (`punctual-t<cpu>`, `punctual-n<cpu>`): only their faults are ever named
+/// (an interval's other threads are already named by `sched_switch`), and
+/// every other task's faults on a traced CPU would otherwise fill the ring
+/// — a page-touching load on the CPU made 40-60 times the events and 2-3%
+/// of a CPU for the reader. A kernel that cannot filter by `comm` gets the
+/// events left off (and listed as not recorded), never recorded for every
+/// task.
+const FAULT_FILTER: (&str, &str) = ("exceptions/page_fault", "comm ~ \"punctual-*\"");
+
 /// Adds this process's threads named `punctual-*` and its main thread
 /// when named `punctual*` (the CLI's main, run, probe and reader threads)
 /// to `into`. Other threads of the process (an
 /// injected `noisy-neighbor`, a test harness) keep their own names.
-/// Thread names of punctual's probes (`punctual-t<cpu>`, `punctual-n<cpu>`)
-/// as a tracefs filter glob.
-const PROBE_COMM_FILTER: &str = "comm ~ \"punctual-*\"";
-
-/// Keeps the page-fault events to punctual's own probe threads: only their
-/// faults are ever named (an interval's other threads are already named by
-/// `sched_switch`), and every other task's faults on a traced CPU would
-/// otherwise fill the ring — a page-touching load on the CPU made 40-60
-/// times the events and 2-3% of a CPU for the reader. A kernel that cannot
-/// filter by `comm` gets the events switched off instead (and listed as not
-/// recorded), never recorded for every task.
-fn limit_faults_to_probes(
-    inst: &mut crate::tracefs::Instance,
-    enabled: Vec<String>,
-    missing: &mut Vec<String>,
-) -> Vec<String> {
-    enabled
-        .into_iter()
-        .filter(|e| {
-            if !e.starts_with("exceptions/page_fault") {
-                return true;
-            }
-            if inst
-                .set(&format!("events/{e}/filter"), PROBE_COMM_FILTER)
-                .is_ok()
-            {
-                return true;
-            }
-            let _ = inst.set(&format!("events/{e}/enable"), "0");
-            missing.push(e.clone());
-            false
-        })
-        .collect()
-}
-
 fn own_threads(into: &mut BTreeMap<i32, String>) {
     let Ok(rd) = std::fs::read_dir("/proc/self/task") else {
         return;

@@ -35,12 +35,18 @@ impl Rings {
     /// the `wanted` events; fails (dropping, hence removing, the instance)
     /// with the one sentence the user sees when any step is refused or an
     /// event in `required` is missing.
+    ///
+    /// `filters` pairs an event-name prefix with a filter expression: a
+    /// matching event gets its filter before it is enabled, and an event
+    /// whose filter the kernel refuses is not enabled at all (it is listed
+    /// as missing), never recorded unfiltered.
     pub fn open(
         mut instance: Instance,
         cpus: &[u32],
         buffer_kb: u64,
         wanted: Vec<String>,
         required: &[&str],
+        filters: &[(&str, &str)],
     ) -> Result<Rings, NoTracing> {
         let fail = |what: &str, e: &dyn std::fmt::Display| NoTracing(format!("{what}: {e}"));
         instance
@@ -60,7 +66,11 @@ impl Rings {
             .and_then(|t| HeaderEvent::parse(&t).map_err(|e| fail("events/header_event", &e)))?;
         let (mut enabled, mut missing) = (Vec::new(), Vec::new());
         for e in wanted {
-            if instance.enable_event(&e) {
+            let filtered = filters
+                .iter()
+                .filter(|(prefix, _)| e.starts_with(prefix))
+                .all(|(_, f)| instance.set(&format!("events/{e}/filter"), f).is_ok());
+            if filtered && instance.enable_event(&e) {
                 enabled.push(e);
             } else {
                 missing.push(e);
