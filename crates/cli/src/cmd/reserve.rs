@@ -4,9 +4,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use punctual_record::{Platform, Record, Source, Warning};
+use punctual_record::{Record, Source, Warning};
 use punctual_reserve::constraint::ConstraintRequest;
-use punctual_reserve::journal::{self, Journal};
+use punctual_reserve::journal;
 use punctual_reserve::kernel::{self, Hrtick};
 use punctual_reserve::partition::{self, Partition};
 use punctual_reserve::{command, testapp, Mode, ReserveError, Spec};
@@ -252,10 +252,9 @@ fn cleanup_root_domains(dir: &Path, window: Nanos) -> Result<Option<kernel::Repa
     // Without a journal (no root) debugfs cannot be mounted, but an
     // already mounted one is still read: a user without root is told of a
     // negative total, just not able to clear it.
-    let mut jr = Journal::create(dir).ok();
+    let mut jr = journal::create(dir).ok();
     let sched_dir = kernel::sched_debug_dir(jr.as_mut());
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let cpu = partition::parse_cpu_list(&online).into_iter().max();
+    let cpu = punctual_live::sysinfo::online_cpus().into_iter().max();
     let rep = match (&mut jr, cpu) {
         (Some(j), Some(cpu)) if cpu > 0 => {
             kernel::repair_negative_totals(sched_dir.as_deref(), window, || {
@@ -300,18 +299,13 @@ fn cleanup(dir: &Path) -> CliResult {
             if r.repaired {
                 rep.undone.push(line);
             } else {
-                rep.errors.push(line);
+                rep.problems.push(line);
             }
         }
         Ok(None) => {}
-        Err(e) => rep.errors.push(e),
+        Err(e) => rep.problems.push(e),
     }
-    // A killed command run also leaves the tracing instance it accounted
-    // with (its own journal, in the trace crate's format).
-    let tr = punctual_trace::tracefs::cleanup_stale(dir);
-    rep.undone.extend(tr.actions);
-    rep.errors.extend(tr.problems);
-    if rep.cleaned.is_empty() && rep.undone.is_empty() && rep.errors.is_empty() {
+    if rep.is_empty() {
         println!(
             "nothing to clean up: no journals of dead runs in {}",
             dir.display()
@@ -323,10 +317,10 @@ fn cleanup(dir: &Path) -> CliResult {
     for p in &rep.live {
         println!("left alone: run {p} is still alive");
     }
-    if !rep.errors.is_empty() {
+    if !rep.problems.is_empty() {
         return Err(CliError::runtime(format!(
             "could not undo everything: {}",
-            rep.errors.join("; ")
+            rep.problems.join("; ")
         )));
     }
     Ok(())
@@ -369,7 +363,7 @@ pub fn run(a: Args) -> CliResult {
             Err(e) => eprintln!("punctual reserve: {e}"),
         }
     }
-    let mut jr = Journal::create(&a.journal_dir).map_err(|e| {
+    let mut jr = journal::create(&a.journal_dir).map_err(|e| {
         CliError::usage(format!(
             "cannot write the restore journal in {}: {e}",
             a.journal_dir.display()
@@ -433,9 +427,10 @@ pub fn run(a: Args) -> CliResult {
     if !several.is_empty() {
         let cpus = match punctual_reserve::partition::find_cpuset_fs() {
             Some(punctual_reserve::partition::CpusetFs::V1(root)) => {
-                punctual_reserve::partition::parse_cpu_list(
+                punctual_live::sysinfo::parse_cpu_list(
                     &std::fs::read_to_string(root.join("cpuset.cpus")).unwrap_or_default(),
                 )
+                .unwrap_or_default()
             }
             _ => opts::online_cpus(),
         };
@@ -482,7 +477,11 @@ pub fn run(a: Args) -> CliResult {
         });
     }
     let started_at = crate::output::rfc3339_now();
-    let mut rec = Record::new(Source::Measured, "reserve", platform(&cfg));
+    let mut rec = Record::new(
+        Source::Measured,
+        "reserve",
+        punctual_live::sysinfo::collect(),
+    );
     rec.started_at = started_at;
     let asked = a.duration.unwrap_or(Nanos::from_secs(10));
     let thread_enforced = match a.enforce.as_deref() {
@@ -681,27 +680,6 @@ enum Outcome {
     App(Box<testapp::Outcome>),
     Cmd(Box<command::Outcome>),
     Several(Vec<(punctual_reserve::placement::Placed, testapp::Outcome)>),
-}
-
-fn platform(cfg: &kernel::KernelConfig) -> Platform {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    Platform {
-        hostname: read("/proc/sys/kernel/hostname"),
-        kernel: read("/proc/sys/kernel/osrelease"),
-        logical_cpus: std::thread::available_parallelism()
-            .ok()
-            .map(|n| n.get() as u32),
-        online_cpus: read("/sys/devices/system/cpu/online"),
-        hz: cfg.hz,
-        irq_time_accounting: cfg.irq_time_accounting,
-        rt_runtime_us: read("/proc/sys/kernel/sched_rt_runtime_us").and_then(|s| s.parse().ok()),
-        rt_period_us: read("/proc/sys/kernel/sched_rt_period_us").and_then(|s| s.parse().ok()),
-        ..Default::default()
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
