@@ -7,5 +7,6 @@ pub mod error;
 pub mod interrupt;
 pub mod opts;
 pub mod output;
+pub mod stale;
 
 pub use error::{CliError, CliResult};

@@ -55,6 +55,14 @@ fn main() {
             std::process::exit(code);
         }
     };
+    // `reserve` replays stale journals itself, to repair the root domains
+    // after a dead run's partition comes down; `cause --cleanup` reports
+    // what it replays.
+    match &cli.command {
+        Command::Reserve(_) => {}
+        Command::Cause(a) if a.cleanup => {}
+        _ => punctual::stale::restore_at_start(),
+    }
     let result = match cli.command {
         Command::Check(a) => cmd::check::run(a),
         Command::Timer(a) => cmd::timer::run(a),

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use punctual_live::sysinfo::CpuListError;
 use punctual_units::{parse_duration, Nanos};
 
 use crate::error::CliError;
@@ -29,37 +30,19 @@ pub fn cpu_list(s: &str, online: &[u32]) -> Result<Vec<u32>, CliError> {
     if s == "all" {
         return Ok(online.to_vec());
     }
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let part = part.trim();
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a, b),
-            None => (part, part),
-        };
-        let parse = |t: &str| {
-            t.trim().parse::<u32>().map_err(|_| {
-                CliError::usage(format!(
-                    "--cpus '{s}' is not a CPU list (use e.g. 0, 0,1, 0-3 or all)"
-                ))
-            })
-        };
-        let (a, b) = (parse(a)?, parse(b)?);
-        if a > b {
-            return Err(CliError::usage(format!(
-                "--cpus '{s}': range {a}-{b} is backwards"
-            )));
+    let out = punctual_live::sysinfo::parse_cpu_list(s).map_err(|e| match e {
+        CpuListError::NotAList => CliError::usage(format!(
+            "--cpus '{s}' is not a CPU list (use e.g. 0, 0,1, 0-3 or all)"
+        )),
+        CpuListError::Backwards(a, b) => {
+            CliError::usage(format!("--cpus '{s}': range {a}-{b} is backwards"))
         }
-        for c in a..=b {
-            if !online.contains(&c) {
-                return Err(CliError::usage(format!(
-                    "--cpus '{s}': CPU {c} is not online on this machine (online: {})",
-                    format_cpus(online)
-                )));
-            }
-            if !out.contains(&c) {
-                out.push(c);
-            }
-        }
+    })?;
+    if let Some(c) = out.iter().find(|c| !online.contains(c)) {
+        return Err(CliError::usage(format!(
+            "--cpus '{s}': CPU {c} is not online on this machine (online: {})",
+            format_cpus(online)
+        )));
     }
     Ok(out)
 }
@@ -71,28 +54,7 @@ pub fn format_cpus(cpus: &[u32]) -> String {
         .join(",")
 }
 
-/// The CPUs this process may run on, in order.
-pub fn online_cpus() -> Vec<u32> {
-    let n = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1) as u32;
-    if let Ok(text) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
-        let mut v = Vec::new();
-        for part in text.trim().split(',') {
-            let (a, b) = match part.split_once('-') {
-                Some((a, b)) => (a, b),
-                None => (part, part),
-            };
-            if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-                v.extend(a..=b);
-            }
-        }
-        if !v.is_empty() {
-            return v;
-        }
-    }
-    (0..n).collect()
-}
+pub use punctual_live::sysinfo::online_cpus;
 
 /// Fails early (before a long run) if an output path cannot be written.
 pub fn check_output(flag: &str, path: &Option<PathBuf>) -> Result<(), CliError> {

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod inject;
 pub mod noise;
 pub mod procstat;
+pub mod restore;
 pub mod rt;
 pub mod setup;
 pub mod spikes;

@@ -18,16 +18,71 @@ fn read(path: impl AsRef<Path>) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// Expands a kernel CPU list (`0-3,8`) into CPU numbers.
-pub fn parse_cpu_list(s: &str) -> Vec<u32> {
-    let mut v = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
-            v.extend(a..=b);
+/// Why a CPU list did not parse; each caller words it for its flag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CpuListError {
+    /// Empty, or a part that is not `N` or `N-M`.
+    NotAList,
+    /// A range whose start is above its end.
+    Backwards(u32, u32),
+}
+
+impl std::fmt::Display for CpuListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpuListError::NotAList => f.write_str("not a CPU list (use e.g. 0, 0,1 or 0-3)"),
+            CpuListError::Backwards(a, b) => write!(f, "range {a}-{b} is backwards"),
         }
     }
-    v
+}
+
+impl std::error::Error for CpuListError {}
+
+/// Expands a CPU list as the kernel writes it and users type it
+/// (`0-3,8`), in order, each CPU once.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, CpuListError> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(CpuListError::NotAList);
+    }
+    let mut v = Vec::new();
+    for part in s.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let num = |t: &str| t.trim().parse::<u32>().map_err(|_| CpuListError::NotAList);
+        let (a, b) = (num(a)?, num(b)?);
+        if a > b {
+            return Err(CpuListError::Backwards(a, b));
+        }
+        for c in a..=b {
+            if !v.contains(&c) {
+                v.push(c);
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// The CPUs online now (`/sys/devices/system/cpu/online`); when that
+/// cannot be read, CPUs 0 to the number this process may use.
+pub fn online_cpus() -> Vec<u32> {
+    if let Some(v) = read("/sys/devices/system/cpu/online").and_then(|t| parse_cpu_list(&t).ok()) {
+        return v;
+    }
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1) as u32;
+    (0..n).collect()
+}
+
+/// Start time of `pid` in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`), if it is alive: with the pid, it names one process
+/// even after the pid is reused.
+pub fn proc_start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm may hold spaces and parentheses: fields start after the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    // After the comm: state is field 3, starttime field 22.
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// The kernel build configuration, from /proc/config.gz or /boot.
@@ -42,6 +97,12 @@ pub fn kernel_config(release: &str) -> Option<String> {
         }
     }
     std::fs::read_to_string(format!("/boot/config-{release}")).ok()
+}
+
+/// The running kernel's build configuration ([`kernel_config`] of its
+/// release).
+pub fn running_kernel_config() -> Option<String> {
+    kernel_config(&uname().1?)
 }
 
 /// Facts from a kernel config text: (HZ, NO_HZ mode, preemption model,
@@ -179,11 +240,12 @@ pub fn collect() -> Platform {
     let online_text = read(cpu.join("online"));
     let online = online_text
         .as_deref()
-        .map(parse_cpu_list)
+        .and_then(|t| parse_cpu_list(t).ok())
         .unwrap_or_default();
     p.online_cpus = online_text;
     p.logical_cpus = read(cpu.join("possible"))
-        .map(|s| parse_cpu_list(&s).len() as u32)
+        .and_then(|s| parse_cpu_list(&s).ok())
+        .map(|v| v.len() as u32)
         .or(Some(online.len() as u32).filter(|n| *n > 0));
     let mut pkgs = BTreeSet::new();
     let mut sibs = BTreeSet::new();
@@ -201,14 +263,19 @@ pub fn collect() -> Platform {
     if !pkgs.is_empty() {
         p.packages = Some(pkgs.len() as u32);
     }
-    if let Some(max) = sibs.iter().map(|s| parse_cpu_list(s).len() as u32).max() {
+    if let Some(max) = sibs
+        .iter()
+        .map(|s| parse_cpu_list(s).map_or(0, |v| v.len() as u32))
+        .max()
+    {
         p.threads_per_core = Some(max);
         if max > 1 {
             p.smt_siblings = sibs.into_iter().collect();
         }
     }
     p.numa_nodes = read("/sys/devices/system/node/online")
-        .map(|s| parse_cpu_list(&s).len() as u32)
+        .and_then(|s| parse_cpu_list(&s).ok())
+        .map(|v| v.len() as u32)
         .filter(|n| *n > 0);
     p.kernel = match (&release, &version) {
         (Some(r), Some(v)) => Some(format!("{r} {v}")),
@@ -420,7 +487,16 @@ mod tests {
             parse_debugfs_preempt("none voluntary (full) lazy").as_deref(),
             Some("full")
         );
-        assert_eq!(parse_cpu_list("0-2,5"), vec![0, 1, 2, 5]);
+        assert_eq!(parse_cpu_list("0-2,5"), Ok(vec![0, 1, 2, 5]));
+        assert_eq!(parse_cpu_list("0-3,6\n"), Ok(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list(" 1, 0-1"), Ok(vec![1, 0]));
+        assert_eq!(parse_cpu_list(""), Err(CpuListError::NotAList));
+        assert_eq!(parse_cpu_list("x"), Err(CpuListError::NotAList));
+        assert_eq!(parse_cpu_list("0,,1"), Err(CpuListError::NotAList));
+        assert_eq!(parse_cpu_list("3-1"), Err(CpuListError::Backwards(3, 1)));
+        assert!(proc_start_time(std::process::id()).is_some());
+        assert!(proc_start_time(u32::MAX - 1).is_none());
+        assert!(!online_cpus().is_empty());
         assert_eq!(
             cmdline_value("a=1 preempt=full -- preempt=x", "preempt"),
             Some("full")

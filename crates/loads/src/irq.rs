@@ -7,17 +7,18 @@
 //! exit path:
 //!
 //! 1. Before the first write, the old affinities go to a restore journal,
-//!    `/run/punctual/irq-restore-<pid>-<n>.json` (written atomically; /run
-//!    is tmpfs, so a reboot forgets it along with the change itself).
+//!    `/run/punctual/irq-restore-<pid>-<n>.json` (the one format of
+//!    [`punctual_live::restore`], written atomically; /run is tmpfs, so a
+//!    reboot forgets it along with the change itself).
 //! 2. [`IrqRoute`] restores and deletes its journal when dropped: normal end,
 //!    early stop, error, panic unwinding, SIGTERM/EOF of the worker.
 //! 3. If the process holding the route dies without unwinding (SIGKILL,
-//!    OOM), its journal stays. [`recover_stale`] restores every journal
+//!    OOM), its journal stays. [`recover_stale`] replays every journal
 //!    whose process is gone (pid absent or reused: the journal records the
 //!    process start time). The parent of a load worker calls it as soon as
 //!    the worker has exited, every worker calls it before routing, and
-//!    `punctual load` calls it at start — so a stale route lasts at most
-//!    until the next punctual run, and normally not at all.
+//!    every punctual verb at start — so a stale route lasts at most until
+//!    the next punctual run, and normally not at all.
 //!
 //! Two live runs never fight over one interrupt: routing an interrupt that a
 //! live journal already holds is refused.
@@ -26,24 +27,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use serde::{Deserialize, Serialize};
+use punctual_live::restore::{self, Action, Restore};
 
-/// Where restore journals live.
-pub const JOURNAL_DIR: &str = "/run/punctual";
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Journal {
-    pid: u32,
-    /// /proc/PID/stat field 22, to tell our process from a reused pid.
-    start_time: u64,
-    irqs: Vec<SavedIrq>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct SavedIrq {
-    irq: u32,
-    affinity_list: String,
-}
+/// Where restore journals live (unless `PUNCTUAL_RUN_DIR` says otherwise).
+pub const JOURNAL_DIR: &str = restore::DEFAULT_DIR;
 
 /// The block device behind a file and its interrupt lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,13 +38,6 @@ pub struct DeviceIrqs {
     /// e.g. `vda (virtio1)`.
     pub device: String,
     pub irqs: Vec<u32>,
-}
-
-fn proc_start_time(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 2 (comm) may contain spaces; fields after the last ')' are plain.
-    let rest = &s[s.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Finds the interrupts of the block device holding `st_dev`: the
@@ -165,29 +145,18 @@ pub(crate) fn named_irqs(interrupts: &str, dev: &str) -> Vec<u32> {
     v
 }
 
-fn journal_files() -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(JOURNAL_DIR) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .map(|n| {
-                    let n = n.to_string_lossy();
-                    n.starts_with("irq-restore-") && n.ends_with(".json")
-                })
-                .unwrap_or(false)
+/// Interrupts a live run other than this process holds routed, with the
+/// holder's pid.
+fn held_elsewhere() -> Vec<(u32, u32)> {
+    restore::live_journals(&restore::run_dir())
+        .into_iter()
+        .flat_map(|j| {
+            j.actions.into_iter().filter_map(move |a| match a {
+                Action::IrqAffinity { irq, .. } => Some((irq, j.pid)),
+                _ => None,
+            })
         })
         .collect()
-}
-
-fn read_journal(p: &Path) -> Option<Journal> {
-    serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
-}
-
-fn alive(j: &Journal) -> bool {
-    proc_start_time(j.pid) == Some(j.start_time)
 }
 
 fn write_affinity(irq: u32, list: &str) -> io::Result<()> {
@@ -232,49 +201,19 @@ pub fn read_affinity(irq: u32) -> io::Result<String> {
     )
 }
 
-/// Restores the interrupt affinities of every journal whose process is
-/// gone, deletes those journals, and says what it did.
+/// Replays the restore journal of every punctual run that is gone
+/// (interrupt routes, and whatever else a killed run of any verb left),
+/// deletes those journals, and says what it did.
 pub fn recover_stale() -> Vec<String> {
-    let mut said = Vec::new();
-    for p in journal_files() {
-        let Some(j) = read_journal(&p) else {
-            continue;
-        };
-        if alive(&j) {
-            continue;
-        }
-        let mut ok = true;
-        for s in &j.irqs {
-            // An interrupt that no longer exists (device gone) has nothing
-            // to restore.
-            if !Path::new(&format!("/proc/irq/{}", s.irq)).exists() {
-                continue;
-            }
-            if let Err(e) = write_affinity(s.irq, &s.affinity_list) {
-                ok = false;
-                said.push(format!(
-                    "could not restore IRQ {} affinity to {} left by pid {}: {e}",
-                    s.irq, s.affinity_list, j.pid
-                ));
-            } else {
-                said.push(format!(
-                    "restored IRQ {} affinity to {} (left routed by pid {}, which is gone)",
-                    s.irq, s.affinity_list, j.pid
-                ));
-            }
-        }
-        if ok {
-            let _ = std::fs::remove_file(&p);
-        }
-    }
-    said
+    let rep = restore::cleanup_stale(&restore::run_dir());
+    rep.undone.into_iter().chain(rep.problems).collect()
 }
 
 /// Interrupts routed to one CPU for as long as this value lives.
 #[derive(Debug)]
 pub struct IrqRoute {
-    journal: PathBuf,
-    saved: Vec<SavedIrq>,
+    journal: Restore,
+    irqs: Vec<u32>,
     done: bool,
 }
 
@@ -293,17 +232,10 @@ impl IrqRoute {
     /// Journals the old affinities, then points every irq at `cpu`.
     pub fn route(irqs: &[u32], cpu: u32) -> Result<IrqRoute, RouteError> {
         let refused = RouteError::Refused;
-        for p in journal_files() {
-            if let Some(j) = read_journal(&p) {
-                if alive(&j) && j.pid != std::process::id() {
-                    if let Some(s) = j.irqs.iter().find(|s| irqs.contains(&s.irq)) {
-                        return Err(refused(format!(
-                            "IRQ {} is already routed by punctual pid {}",
-                            s.irq, j.pid
-                        )));
-                    }
-                }
-            }
+        if let Some((irq, pid)) = held_elsewhere().into_iter().find(|(i, _)| irqs.contains(i)) {
+            return Err(refused(format!(
+                "IRQ {irq} is already routed by punctual pid {pid}"
+            )));
         }
         let mut saved = Vec::new();
         for &i in irqs {
@@ -314,40 +246,43 @@ impl IrqRoute {
             }
             let a = read_affinity(i)
                 .map_err(|e| refused(format!("cannot read IRQ {i} affinity: {e}")))?;
-            saved.push(SavedIrq {
+            saved.push(Action::IrqAffinity {
                 irq: i,
                 affinity_list: a,
             });
         }
-        std::fs::create_dir_all(JOURNAL_DIR).map_err(|e| {
+        let dir = restore::run_dir();
+        let stem = format!(
+            "irq-restore-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut journal = Restore::create_named(&dir, &stem).map_err(|e| {
             refused(format!(
-                "cannot create {JOURNAL_DIR} for the restore journal: {e}"
+                "cannot create {} for the restore journal: {e}",
+                dir.display()
             ))
         })?;
-        let pid = std::process::id();
-        let journal = PathBuf::from(format!(
-            "{JOURNAL_DIR}/irq-restore-{pid}-{}.json",
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let j = Journal {
-            pid,
-            start_time: proc_start_time(pid).unwrap_or(0),
-            irqs: saved.clone(),
-        };
-        punctual_record::write_atomic(
-            &journal,
-            serde_json::to_string(&j).unwrap_or_default().as_bytes(),
-        )
-        .map_err(|e| refused(format!("cannot write {}: {e}", journal.display())))?;
+        for a in saved {
+            journal.note(a);
+        }
+        journal
+            .flush()
+            .map_err(|e| refused(format!("cannot write {}: {e}", journal.path().display())))?;
         let mut route = IrqRoute {
             journal,
-            saved: Vec::new(),
+            irqs: Vec::new(),
             done: false,
         };
-        for s in saved {
-            if let Err(e) = write_affinity(s.irq, &cpu.to_string()) {
-                let msg = format!("cannot route IRQ {} to CPU {cpu}: {e}", s.irq);
-                // Undo whatever was already moved, now.
+        for &i in irqs {
+            if let Err(e) = write_affinity(i, &cpu.to_string()) {
+                let msg = format!("cannot route IRQ {i} to CPU {cpu}: {e}");
+                // Undo whatever was already moved, now; the rest was never
+                // changed.
+                let moved = route.irqs.clone();
+                let _ = route.journal.forget(
+                    |a| matches!(a, Action::IrqAffinity { irq, .. } if !moved.contains(irq)),
+                );
                 route.restore();
                 return Err(match e.raw_os_error() {
                     Some(libc::EIO) | Some(libc::EPERM) if is_root() => {
@@ -356,13 +291,13 @@ impl IrqRoute {
                     _ => RouteError::Refused(msg),
                 });
             }
-            route.saved.push(s);
+            route.irqs.push(i);
         }
         Ok(route)
     }
 
     pub fn irqs(&self) -> Vec<u32> {
-        self.saved.iter().map(|s| s.irq).collect()
+        self.irqs.clone()
     }
 
     /// Puts the old affinities back and deletes the journal (idempotent).
@@ -372,19 +307,7 @@ impl IrqRoute {
             return Vec::new();
         }
         self.done = true;
-        let mut bad = Vec::new();
-        for s in &self.saved {
-            if let Err(e) = write_affinity(s.irq, &s.affinity_list) {
-                bad.push(format!(
-                    "could not restore IRQ {} affinity to {}: {e}",
-                    s.irq, s.affinity_list
-                ));
-            }
-        }
-        if bad.is_empty() {
-            let _ = std::fs::remove_file(&self.journal);
-        }
-        bad
+        self.journal.undo_all()
     }
 }
 
@@ -446,7 +369,7 @@ LOC:      53953      60371   Local timer interrupts
         };
         let route = IrqRoute::route(&[irq], target).unwrap();
         assert_eq!(read_affinity(irq).unwrap(), target.to_string());
-        let journal = route.journal.clone();
+        let journal = route.journal.path().to_path_buf();
         // What SIGKILL does: no Drop, the journal stays.
         std::mem::forget(route);
         assert!(journal.exists());
@@ -454,7 +377,8 @@ LOC:      53953      60371   Local timer interrupts
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        let mut j = read_journal(&journal).unwrap();
+        let mut j: restore::Journal =
+            serde_json::from_str(&std::fs::read_to_string(&journal).unwrap()).unwrap();
         j.pid = dead;
         std::fs::write(&journal, serde_json::to_string(&j).unwrap()).unwrap();
         let said = recover_stale();
@@ -475,11 +399,11 @@ LOC:      53953      60371   Local timer interrupts
         std::fs::create_dir_all(JOURNAL_DIR).unwrap();
         let pid = std::process::id();
         let p = PathBuf::from(format!("{JOURNAL_DIR}/irq-restore-{pid}-test.json"));
-        let j = Journal {
+        let j = restore::Journal {
             pid,
-            start_time: proc_start_time(pid).unwrap(),
+            start_time: punctual_live::sysinfo::proc_start_time(pid).unwrap(),
             // An IRQ number no machine has: restoring it would fail loudly.
-            irqs: vec![SavedIrq {
+            actions: vec![Action::IrqAffinity {
                 irq: 999_999,
                 affinity_list: "0".into(),
             }],
@@ -490,12 +414,6 @@ LOC:      53953      60371   Local timer interrupts
         let _ = std::fs::remove_file(&p);
         assert!(still, "a live process's journal was consumed: {said:?}");
         assert!(!said.iter().any(|m| m.contains("999999")), "{said:?}");
-    }
-
-    #[test]
-    fn start_time_of_self() {
-        assert!(proc_start_time(std::process::id()).is_some());
-        assert!(proc_start_time(u32::MAX - 1).is_none());
     }
 
     #[test]

@@ -415,24 +415,13 @@ fn parse_cpu_index(key: &str, s: &str) -> Result<u32, String> {
 
 /// CPU lists as elsewhere in punctual: `0`, `0,1`, `0-3`.
 fn parse_cpu_list(key: &str, s: &str) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let p = |t: &str| {
-            t.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("{key} '{s}' is not a CPU list (use e.g. 0, 0,1 or 0-3)"))
-        };
-        let (a, b) = (p(a)?, p(b)?);
-        if a > b {
-            return Err(format!("{key} '{s}': range {a}-{b} is backwards"));
+    use punctual_live::sysinfo::CpuListError;
+    let out = punctual_live::sysinfo::parse_cpu_list(s).map_err(|e| match e {
+        CpuListError::NotAList => {
+            format!("{key} '{s}' is not a CPU list (use e.g. 0, 0,1 or 0-3)")
         }
-        for c in a..=b {
-            if !out.contains(&c) {
-                out.push(c);
-            }
-        }
-    }
+        CpuListError::Backwards(a, b) => format!("{key} '{s}': range {a}-{b} is backwards"),
+    })?;
     check_cpus(key, &out)?;
     Ok(out)
 }

@@ -76,24 +76,7 @@ pub(crate) fn thread_cpu_time() -> Duration {
 }
 
 /// CPUs this machine has online (the loads refuse others up front).
-pub fn online_cpus() -> Vec<u32> {
-    if let Ok(text) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
-        let mut v = Vec::new();
-        for part in text.trim().split(',') {
-            let (a, b) = part.split_once('-').unwrap_or((part, part));
-            if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-                v.extend(a..=b);
-            }
-        }
-        if !v.is_empty() {
-            return v;
-        }
-    }
-    let n = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1) as u32;
-    (0..n).collect()
-}
+pub use punctual_live::sysinfo::online_cpus;
 
 /// Pins the calling thread, returning a warning sentence if refused.
 pub(crate) fn place(what: &str, cpus: &[u32]) -> Option<String> {

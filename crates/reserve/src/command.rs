@@ -148,11 +148,7 @@ impl Schedstat {
 fn cpus_of(partition: Option<&Partition>) -> Vec<u32> {
     match partition {
         Some(p) => vec![p.cpu],
-        None => {
-            let text =
-                std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-            crate::partition::parse_cpu_list(&text)
-        }
+        None => punctual_live::sysinfo::online_cpus(),
     }
 }
 

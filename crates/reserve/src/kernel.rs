@@ -3,13 +3,12 @@
 //! what is already admitted, and a sentence explaining a refusal.
 
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use punctual_units::Nanos;
 use serde::Serialize;
 
-use crate::journal::{Action, Journal};
+use punctual_live::restore::{Action, Restore as Journal};
 
 /// Facts read from /proc/config.gz (absent when the kernel does not
 /// publish its configuration).
@@ -21,19 +20,10 @@ pub struct KernelConfig {
 }
 
 pub fn kernel_config() -> KernelConfig {
-    let mut text = String::new();
-    let ok = fs::File::open("/proc/config.gz")
-        .ok()
-        .map(|f| {
-            flate2::read::GzDecoder::new(f)
-                .read_to_string(&mut text)
-                .is_ok()
-        })
-        .unwrap_or(false);
-    if !ok {
-        return KernelConfig::default();
+    match punctual_live::sysinfo::running_kernel_config() {
+        Some(text) => parse_config(&text),
+        None => KernelConfig::default(),
     }
-    parse_config(&text)
 }
 
 fn parse_config(text: &str) -> KernelConfig {
@@ -100,6 +90,7 @@ pub fn sched_debug_dir(journal: Option<&mut Journal>) -> Option<PathBuf> {
     fs::create_dir_all(&dir).ok()?;
     j.record(Action::Mount {
         target: dir.clone(),
+        shared: false,
     })
     .ok()?;
     let target = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;

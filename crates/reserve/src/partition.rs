@@ -13,8 +13,9 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::journal::{Action, Journal};
 use crate::ReserveError;
+use punctual_live::restore::{Action, Restore as Journal};
+use punctual_live::sysinfo::parse_cpu_list;
 
 /// Which cpuset interface this machine offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,18 +52,6 @@ fn parse_mounts(mounts: &str, v2_has_cpuset: impl Fn(&Path) -> bool) -> Option<C
         }
     }
     v1
-}
-
-/// Parses a kernel CPU list (`0-3,6`).
-pub fn parse_cpu_list(s: &str) -> Vec<u32> {
-    let mut v = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
-            v.extend(a..=b);
-        }
-    }
-    v
 }
 
 fn list(cpus: &[u32]) -> String {
@@ -187,7 +176,7 @@ pub fn create_in(
     let mut out = Vec::new();
     match fsys {
         CpusetFs::V1(root) => {
-            let all = parse_cpu_list(&read(&root.join("cpuset.cpus"))?);
+            let all = parse_cpu_list(&read(&root.join("cpuset.cpus"))?).unwrap_or_default();
             for &c in cpus {
                 check_cpu(c, &all)?;
             }
@@ -235,7 +224,8 @@ pub fn create_in(
                 ));
             }
             let cpu = cpus[0];
-            let all = parse_cpu_list(&read(&root.join("cpuset.cpus.effective"))?);
+            let all =
+                parse_cpu_list(&read(&root.join("cpuset.cpus.effective"))?).unwrap_or_default();
             check_cpu(cpu, &all)?;
             let sub = root.join("cgroup.subtree_control");
             if !read(&sub)?.split_whitespace().any(|w| w == "cpuset") {
@@ -315,62 +305,6 @@ fn threads_of(pid: i32) -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// Returns a thread to SCHED_OTHER if it is still a deadline thread, so it
-/// can leave the partition (the kernel refuses to move deadline bandwidth
-/// between root domains that cannot take it).
-fn demote(tid: i32) {
-    if let Ok(a) = punctual_live::rt::sched_getattr(tid) {
-        if a.sched_policy == punctual_live::rt::SCHED_DEADLINE {
-            let other = punctual_live::rt::SchedAttr {
-                sched_policy: libc::SCHED_OTHER as u32,
-                ..Default::default()
-            };
-            let _ = punctual_live::rt::sched_setattr(tid, &other);
-        }
-    }
-}
-
-/// Empties and removes a cgroup made by a run (used by the journal).
-pub fn remove_cgroup(path: &Path, v2: bool) -> Result<(), String> {
-    if !path.exists() {
-        return Ok(());
-    }
-    let parent = path.parent().unwrap_or(Path::new("/"));
-    let (member_file, parent_file) = if v2 {
-        ("cgroup.procs", parent.join("cgroup.procs"))
-    } else {
-        ("tasks", parent.join("tasks"))
-    };
-    for attempt in 0..50 {
-        let members: Vec<i32> = fs::read_to_string(path.join(member_file))
-            .unwrap_or_default()
-            .split_whitespace()
-            .filter_map(|t| t.parse().ok())
-            .collect();
-        for m in &members {
-            if v2 {
-                for t in threads_of(*m) {
-                    demote(t);
-                }
-            } else {
-                demote(*m);
-            }
-            let _ = fs::write(&parent_file, m.to_string());
-        }
-        match fs::remove_dir(path) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                if attempt == 49 {
-                    return Err(format!("cannot remove {}: {e}", path.display()));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,8 +326,6 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,6\n"), vec![0, 1, 2, 3, 6]);
-        assert_eq!(parse_cpu_list(""), Vec::<u32>::new());
         assert!(check_cpu(3, &[0, 1])
             .unwrap_err()
             .to_string()
@@ -443,7 +375,7 @@ mod tests {
             fs::remove_file(cg.join(f)).unwrap();
         }
         let members = fs::read_to_string(cg.join("cgroup.procs")).unwrap();
-        // remove_cgroup moves members to the parent first; a fake cgroup
+        // The cgroup's undo moves members to the parent first; a fake cgroup
         // keeps its procs file, so drop it once moved.
         let errs = {
             let cgp = cg.clone();

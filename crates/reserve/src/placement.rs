@@ -107,7 +107,7 @@ pub fn existing_deadline_load() -> Vec<Existing> {
                 .and_then(|s| {
                     s.lines()
                         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                        .map(crate::partition::parse_cpu_list)
+                        .and_then(|l| punctual_live::sysinfo::parse_cpu_list(l).ok())
                 })
                 .unwrap_or_default(),
         })

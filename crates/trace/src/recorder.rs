@@ -437,17 +437,7 @@ fn attributor_has_kworkers(a: &Attributor) -> bool {
 }
 
 /// Online CPUs from sysfs.
-pub fn online_cpus() -> Vec<u32> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let mut v = Vec::new();
-    for part in text.trim().split(',') {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-            v.extend(a..=b);
-        }
-    }
-    v
-}
+pub use punctual_live::sysinfo::online_cpus;
 
 fn pin(cpus: &[u32]) {
     // SAFETY: cpu_set_t is plain data; indices are bounded by CPU_SETSIZE.

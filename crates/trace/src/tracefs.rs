@@ -6,289 +6,20 @@
 //! changed, and the instance is removed on every exit path (Drop covers
 //! normal exit, errors, panics and the Ctrl-C/SIGTERM flag the CLI polls).
 //! SIGKILL skips Drop, so every change is first written to a restore
-//! journal (`/run/punctual/trace-journal-<pid>.json`); [`cleanup_stale`]
-//! (run by `punctual cause --cleanup` and at the start of every recording)
-//! replays the journals of dead processes.
+//! journal (`/run/punctual/trace-journal-<pid>.json`, in the one format of
+//! [`punctual_live::restore`]); its `cleanup_stale` (run by every verb at
+//! start, by `punctual cause --cleanup` and at the start of every
+//! recording) replays the journals of dead processes.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-/// Where tracefs lives on current kernels.
-pub const TRACEFS: &str = "/sys/kernel/tracing";
-/// Where the restore journals are kept (tmpfs: gone at reboot, as is
-/// every tracefs change they describe).
-pub const JOURNAL_DIR: &str = "/run/punctual";
-const INSTANCE_PREFIX: &str = "punctual-";
-
-/// What was changed, written before each change is made.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Journal {
-    pub pid: u32,
-    /// Field 22 of /proc/<pid>/stat, so a recycled pid is not mistaken
-    /// for the still-running owner.
-    pub start_time: u64,
-    pub tracefs: PathBuf,
-    pub mounted_by_us: bool,
-    #[serde(default)]
-    pub instance: Option<PathBuf>,
-    /// (file, value before we wrote it), in the order changed.
-    #[serde(default)]
-    pub knobs: Vec<(PathBuf, String)>,
-}
-
-/// What a cleanup did, one line per action.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CleanupReport {
-    pub actions: Vec<String>,
-    pub problems: Vec<String>,
-}
-
-/// Reads a tracefs file in large reads. Some of its files (the ring's
-/// `header_page`) answer only the first read of a file position, so the
-/// small first read `read_to_string` makes would cut them short.
-pub fn read_file(path: &Path) -> io::Result<String> {
-    use std::io::Read;
-    let mut f = fs::File::open(path)?;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(String::from_utf8_lossy(&out).into_owned())
-}
-
-fn proc_start_time(pid: u32) -> Option<u64> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 1..];
-    // After the comm: state is field 3, starttime field 22.
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-fn alive(pid: u32, start_time: u64) -> bool {
-    proc_start_time(pid) == Some(start_time)
-}
-
-/// Where tracefs is mounted now, if anywhere.
-pub fn find_mount() -> Option<PathBuf> {
-    let m = fs::read_to_string("/proc/mounts").ok()?;
-    let mut found = None;
-    for l in m.lines() {
-        let mut it = l.split_whitespace();
-        let (_, dir, fstype) = (it.next()?, it.next()?, it.next()?);
-        if fstype == "tracefs" {
-            if dir == TRACEFS {
-                return Some(PathBuf::from(dir));
-            }
-            found.get_or_insert_with(|| PathBuf::from(dir));
-        }
-    }
-    found
-}
-
-fn mount_tracefs() -> io::Result<()> {
-    let src = c"nodev";
-    let target = c"/sys/kernel/tracing";
-    let fstype = c"tracefs";
-    // SAFETY: all pointers are NUL-terminated constants; data may be null.
-    let r = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn umount(path: &Path) -> io::Result<()> {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-    // SAFETY: c is a valid NUL-terminated path.
-    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn journal_path(dir: &Path, pid: u32) -> PathBuf {
-    dir.join(format!("trace-journal-{pid}.json"))
-}
-
-fn write_journal(dir: &Path, j: &Journal) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
-    let text = serde_json::to_string_pretty(j).map_err(io::Error::other)?;
-    punctual_record::write_atomic(&journal_path(dir, j.pid), text.as_bytes())
-}
-
-fn other_live_journals(dir: &Path, me: u32) -> bool {
-    let Ok(rd) = fs::read_dir(dir) else {
-        return false;
-    };
-    rd.flatten().any(|e| {
-        let Ok(text) = fs::read_to_string(e.path()) else {
-            return false;
-        };
-        match serde_json::from_str::<Journal>(&text) {
-            Ok(j) => j.pid != me && alive(j.pid, j.start_time),
-            Err(_) => false,
-        }
-    })
-}
-
-/// Undoes what a journal describes: knobs back (newest first), tracing
-/// off, instance removed, tracefs unmounted if it mounted it and no live
-/// punctual still uses it.
-fn replay(dir: &Path, j: &Journal, rep: &mut CleanupReport) {
-    for (path, old) in j.knobs.iter().rev() {
-        match read_file(path) {
-            Ok(now) if knob_value(&now) == knob_value(old) => {}
-            Ok(_) => match fs::write(path, restore_text(path, old).as_bytes()) {
-                Ok(()) => {
-                    rep.actions
-                        .push(format!("restored {} to '{}'", path.display(), old.trim()))
-                }
-                Err(e) => rep
-                    .problems
-                    .push(format!("cannot restore {}: {e}", path.display())),
-            },
-            // The file went away with its instance: nothing to restore.
-            Err(_) => {}
-        }
-    }
-    if let Some(inst) = &j.instance {
-        if inst.exists() {
-            let _ = fs::write(inst.join("tracing_on"), "0");
-            match fs::remove_dir(inst) {
-                Ok(()) => rep
-                    .actions
-                    .push(format!("removed tracing instance {}", inst.display())),
-                Err(e) => rep
-                    .problems
-                    .push(format!("cannot remove {}: {e}", inst.display())),
-            }
-        }
-    }
-    if j.mounted_by_us && !other_live_journals(dir, j.pid) && find_mount().is_some() {
-        match umount(&j.tracefs) {
-            Ok(()) => rep
-                .actions
-                .push(format!("unmounted tracefs at {}", j.tracefs.display())),
-            Err(e) => rep.problems.push(format!(
-                "left tracefs mounted at {} ({e})",
-                j.tracefs.display()
-            )),
-        }
-    }
-}
-
-/// The comparable part of a knob's text: `trace_clock` reads
-/// `[local] global mono`, and writing back `local` restores it.
-pub fn knob_value(text: &str) -> String {
-    let t = text.trim();
-    if let (Some(a), Some(b)) = (t.find('['), t.find(']')) {
-        if a < b {
-            return t[a + 1..b].to_string();
-        }
-    }
-    t.to_string()
-}
-
-/// What to write to put a knob back to the value read from it. An event
-/// filter reads "none" when unset but is cleared by writing "0" (the kernel
-/// refuses "none" as a filter expression).
-fn restore_text<'a>(path: &Path, old: &'a str) -> &'a str {
-    if path.file_name().is_some_and(|n| n == "filter") && old.trim() == "none" {
-        "0"
-    } else {
-        old
-    }
-}
-
-/// Replays the journals of punctual processes that died without cleaning
-/// up (SIGKILL, power loss of the process, a crash in a signal handler),
-/// and removes `punctual-<pid>` instances whose owner is gone.
-pub fn cleanup_stale(dir: &Path) -> CleanupReport {
-    let mut rep = CleanupReport::default();
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            // A temporary file of a journal write that SIGKILL interrupted.
-            if let Some(rest) = name.strip_prefix(".trace-journal-") {
-                let pid = rest.rsplit('.').next().and_then(|p| p.parse::<u32>().ok());
-                if pid.is_some_and(|p| proc_start_time(p).is_none()) {
-                    let _ = fs::remove_file(&p);
-                }
-                continue;
-            }
-            if !name.starts_with("trace-journal-") || !name.ends_with(".json") {
-                continue;
-            }
-            let j = match fs::read_to_string(&p)
-                .ok()
-                .and_then(|t| serde_json::from_str::<Journal>(&t).ok())
-            {
-                Some(j) => j,
-                None => {
-                    rep.problems.push(format!(
-                        "{} is not a punctual journal; left alone",
-                        p.display()
-                    ));
-                    continue;
-                }
-            };
-            if alive(j.pid, j.start_time) {
-                continue;
-            }
-            replay(dir, &j, &mut rep);
-            if fs::remove_file(&p).is_ok() {
-                rep.actions.push(format!("removed journal {}", p.display()));
-            }
-        }
-    }
-    let _ = fs::remove_dir(dir);
-    if let Some(root) = find_mount() {
-        if let Ok(rd) = fs::read_dir(root.join("instances")) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let Some(pid) = name
-                    .strip_prefix(INSTANCE_PREFIX)
-                    .and_then(|p| p.parse::<u32>().ok())
-                else {
-                    continue;
-                };
-                if proc_start_time(pid).is_none() {
-                    let _ = fs::write(e.path().join("tracing_on"), "0");
-                    match fs::remove_dir(e.path()) {
-                        Ok(()) => rep.actions.push(format!(
-                            "removed orphaned tracing instance {}",
-                            e.path().display()
-                        )),
-                        Err(err) => rep
-                            .problems
-                            .push(format!("cannot remove {}: {err}", e.path().display())),
-                    }
-                }
-            }
-        }
-    }
-    rep
-}
+use punctual_live::restore::{self, Action, Restore};
+pub use punctual_live::restore::{
+    cleanup_stale, find_mount, knob_value, read_file, CleanupReport, DEFAULT_DIR as JOURNAL_DIR,
+    INSTANCE_PREFIX, TRACEFS,
+};
 
 /// Why tracing cannot be used; the message is the one sentence the user
 /// sees (`Warning::NoTracing`).
@@ -302,8 +33,7 @@ pub struct NoTracing(pub String);
 pub struct Instance {
     root: PathBuf,
     path: PathBuf,
-    journal_dir: PathBuf,
-    journal: Journal,
+    journal: Restore,
     closed: bool,
 }
 
@@ -330,29 +60,28 @@ impl Instance {
     fn create_inner(journal_dir: &Path, no_record_cmd: bool) -> Result<Instance, NoTracing> {
         let _ = cleanup_stale(journal_dir);
         let pid = std::process::id();
-        let mut journal = Journal {
-            pid,
-            start_time: proc_start_time(pid).unwrap_or(0),
-            tracefs: PathBuf::from(TRACEFS),
-            ..Default::default()
+        let cannot_write = |e: io::Error| {
+            NoTracing(format!(
+                "cannot write the restore journal in {}: {e}",
+                journal_dir.display()
+            ))
         };
-        let write = |j: &Journal| {
-            write_journal(journal_dir, j).map_err(|e| {
-                NoTracing(format!(
-                    "cannot write the restore journal in {}: {e}",
-                    journal_dir.display()
-                ))
-            })
-        };
+        let mut journal = Restore::create_named(journal_dir, &format!("trace-journal-{pid}"))
+            .map_err(cannot_write)?;
         let root = match find_mount() {
             Some(r) => r,
             None => {
                 // Journal first: a kill right after the mount must still
                 // unmount it.
-                journal.mounted_by_us = true;
-                write(&journal)?;
-                if let Err(e) = mount_tracefs() {
-                    let _ = fs::remove_file(journal_path(journal_dir, pid));
+                journal
+                    .record(Action::Mount {
+                        target: PathBuf::from(TRACEFS),
+                        shared: true,
+                    })
+                    .map_err(cannot_write)?;
+                if let Err(e) = restore::mount_tracefs() {
+                    journal.set_done();
+                    let _ = fs::remove_file(journal.path());
                     return Err(NoTracing(format!(
                         "tracefs is not mounted and mounting it at {TRACEFS} failed: {e}"
                     )));
@@ -360,16 +89,15 @@ impl Instance {
                 PathBuf::from(TRACEFS)
             }
         };
-        journal.tracefs = root.clone();
         let path = root
             .join("instances")
             .join(format!("{INSTANCE_PREFIX}{pid}"));
-        journal.instance = Some(path.clone());
-        write(&journal)?;
+        journal
+            .record(Action::TraceInstance { path: path.clone() })
+            .map_err(cannot_write)?;
         let mut inst = Instance {
             root,
             path: path.clone(),
-            journal_dir: journal_dir.to_path_buf(),
             journal,
             closed: false,
         };
@@ -385,7 +113,9 @@ impl Instance {
             } else {
                 format!("cannot create tracing instance {}: {e}", path.display())
             };
-            inst.journal.instance = None;
+            let _ = inst
+                .journal
+                .forget(|a| matches!(a, Action::TraceInstance { .. }));
             let _ = inst.close();
             return Err(NoTracing(msg));
         }
@@ -416,15 +146,24 @@ impl Instance {
     /// knobs are saved in memory only, since removing the instance
     /// discards them anyway.
     pub fn set_path(&mut self, p: &Path, value: &str) -> io::Result<()> {
-        if !self.journal.knobs.iter().any(|(k, _)| k == p) {
-            let old = read_file(p)?;
-            let old = knob_value(&old);
+        let saved = self
+            .journal
+            .actions()
+            .iter()
+            .any(|a| matches!(a, Action::Knob { path, .. } if path == p));
+        if !saved {
+            let old = knob_value(&read_file(p)?);
             if old == value {
                 return Ok(());
             }
-            self.journal.knobs.push((p.to_path_buf(), old));
-            if !p.starts_with(&self.path) {
-                write_journal(&self.journal_dir, &self.journal)?;
+            let a = Action::Knob {
+                path: p.to_path_buf(),
+                restore: old,
+            };
+            if p.starts_with(&self.path) {
+                self.journal.note(a);
+            } else {
+                self.journal.record(a)?;
             }
         }
         fs::write(p, value)
@@ -432,16 +171,15 @@ impl Instance {
 
     /// Puts one saved knob back now and forgets it (the journal too).
     fn restore_knob(&mut self, p: &Path) -> io::Result<()> {
-        let Some(i) = self.journal.knobs.iter().position(|(k, _)| k == p) else {
+        let Some(old) = self.journal.actions().iter().find_map(|a| match a {
+            Action::Knob { path, restore } if path == p => Some(restore.clone()),
+            _ => None,
+        }) else {
             return Ok(());
         };
-        let (_, old) = self.journal.knobs[i].clone();
-        fs::write(p, restore_text(p, &old).as_bytes())?;
-        self.journal.knobs.remove(i);
-        if !p.starts_with(&self.path) {
-            write_journal(&self.journal_dir, &self.journal)?;
-        }
-        Ok(())
+        fs::write(p, restore::restore_text(p, &old).as_bytes())?;
+        self.journal
+            .forget(|a| matches!(a, Action::Knob { path, .. } if path == p))
     }
 
     /// Enables `system/event`; false when this kernel does not have it.
@@ -456,16 +194,14 @@ impl Instance {
             return Ok(());
         }
         self.closed = true;
-        let mut rep = CleanupReport::default();
-        replay(&self.journal_dir, &self.journal, &mut rep);
-        if rep.problems.is_empty() {
-            let _ = fs::remove_file(journal_path(&self.journal_dir, self.journal.pid));
+        let problems = self.journal.undo_all();
+        if problems.is_empty() {
             // Only succeeds when empty: another run's journal keeps it.
-            let _ = fs::remove_dir(&self.journal_dir);
+            let _ = fs::remove_dir(self.journal.dir());
             Ok(())
         } else {
-            // Keep the journal so `punctual cause --cleanup` can retry.
-            Err(rep.problems.join("; "))
+            // The journal stays so `punctual cause --cleanup` can retry.
+            Err(problems.join("; "))
         }
     }
 }
@@ -481,62 +217,6 @@ impl Drop for Instance {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn knob_values_compare_by_selection() {
-        assert_eq!(knob_value("[local] global mono\n"), "local");
-        assert_eq!(knob_value("1408\n"), "1408");
-    }
-
-    #[test]
-    fn an_unset_filter_is_restored_by_clearing_it() {
-        let f = Path::new("/t/instances/x/events/exceptions/page_fault_user/filter");
-        assert_eq!(restore_text(f, "none\n"), "0");
-        assert_eq!(restore_text(f, "comm ~ \"a*\""), "comm ~ \"a*\"");
-        assert_eq!(restore_text(Path::new("/t/tracing_on"), "none"), "none");
-    }
-
-    #[test]
-    fn replays_a_dead_runs_journal() {
-        let dir = tempfile::tempdir().unwrap();
-        let knob = dir.path().join("knob");
-        fs::write(&knob, "changed").unwrap();
-        // pid 0 never names a live process.
-        let j = Journal {
-            pid: 0,
-            start_time: 1,
-            tracefs: dir.path().join("nowhere"),
-            mounted_by_us: false,
-            instance: None,
-            knobs: vec![(knob.clone(), "orig".into())],
-        };
-        write_journal(dir.path(), &j).unwrap();
-        let rep = cleanup_stale(dir.path());
-        assert_eq!(fs::read_to_string(&knob).unwrap(), "orig");
-        assert!(
-            rep.actions.iter().any(|a| a.contains("restored")),
-            "{rep:?}"
-        );
-        assert!(!journal_path(dir.path(), 0).exists());
-    }
-
-    #[test]
-    fn leaves_a_live_runs_journal_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let knob = dir.path().join("knob");
-        fs::write(&knob, "changed").unwrap();
-        let me = std::process::id();
-        let j = Journal {
-            pid: me,
-            start_time: proc_start_time(me).unwrap(),
-            knobs: vec![(knob.clone(), "orig".into())],
-            ..Default::default()
-        };
-        write_journal(dir.path(), &j).unwrap();
-        cleanup_stale(dir.path());
-        assert_eq!(fs::read_to_string(&knob).unwrap(), "changed");
-        assert!(journal_path(dir.path(), me).exists());
-    }
 
     /// The tests that create instances take turns: each journals in its
     /// own directory, so one that mounted tracefs would unmount it under
@@ -568,7 +248,9 @@ mod tests {
         inst.set("trace_clock", "mono").unwrap();
         assert!(inst.enable_event("sched/sched_switch"));
         assert!(!inst.enable_event("nosuch/event"));
-        let j = journal_path(dir.path(), std::process::id());
+        let j = dir
+            .path()
+            .join(format!("trace-journal-{}.json", std::process::id()));
         let text = fs::read_to_string(&j).unwrap();
         assert!(
             text.contains(&format!("punctual-{}", std::process::id())),
@@ -576,7 +258,7 @@ mod tests {
         );
         drop(inst);
         assert!(!p.exists());
-        assert!(!journal_path(dir.path(), std::process::id()).exists());
+        assert!(!j.exists());
         if !was_mounted {
             assert!(find_mount().is_none(), "tracefs left mounted");
         }
@@ -604,7 +286,11 @@ mod tests {
             eprintln!("skipped: no options/record-cmd here");
             return;
         };
-        let j = fs::read_to_string(journal_path(dir.path(), std::process::id())).unwrap();
+        let j = fs::read_to_string(
+            dir.path()
+                .join(format!("trace-journal-{}.json", std::process::id())),
+        )
+        .unwrap();
         assert!(!j.contains("record-cmd"), "{j}");
         assert!(inst.enable_event("sched/sched_switch"));
         inst.set("tracing_on", "1").unwrap();
@@ -629,9 +315,9 @@ mod tests {
         let after = if find_mount().is_some() {
             fs::read_to_string(&opt)
         } else {
-            mount_tracefs().unwrap();
+            restore::mount_tracefs().unwrap();
             let r = fs::read_to_string(Path::new(TRACEFS).join("options/record-cmd"));
-            umount(Path::new(TRACEFS)).unwrap();
+            restore::umount(Path::new(TRACEFS), 0).unwrap();
             r
         };
         assert_eq!(after.unwrap(), before);

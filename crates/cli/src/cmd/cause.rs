@@ -14,7 +14,6 @@ use punctual_live::rt::Policy;
 use punctual_live::timer::TimerConfig;
 use punctual_record::Warning;
 use punctual_trace::recorder::{Options, ProbeGaps};
-use punctual_trace::tracefs::{cleanup_stale, JOURNAL_DIR};
 use punctual_units::Nanos;
 
 use super::timer::{finish_record, new_record, parse_cpus, parse_policy};
@@ -296,12 +295,15 @@ pub fn run(args: Args) -> CliResult {
 }
 
 fn cleanup() -> CliResult {
-    let rep = cleanup_stale(std::path::Path::new(JOURNAL_DIR));
-    if rep.actions.is_empty() && rep.problems.is_empty() {
+    let rep = punctual_live::restore::cleanup_stale(&punctual_live::restore::run_dir());
+    if rep.is_empty() {
         println!("nothing to clean up: no tracing state left by a punctual run");
     }
-    for a in &rep.actions {
+    for a in rep.undone.iter() {
         println!("{a}");
+    }
+    for j in &rep.cleaned {
+        println!("removed journal {}", j.display());
     }
     for p in &rep.problems {
         eprintln!("punctual: {p}");

@@ -4,11 +4,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use punctual_record::{Platform, Record, Source, Warning};
+use punctual_record::{Record, Source, Warning};
 use punctual_reserve::constraint::ConstraintRequest;
-use punctual_reserve::journal::{self, Journal};
+use punctual_reserve::journal;
 use punctual_reserve::kernel::{self, Hrtick};
-use punctual_reserve::partition::{self, Partition};
+use punctual_reserve::partition::Partition;
+use punctual_reserve::session;
 use punctual_reserve::{command, testapp, Mode, ReserveError, Spec};
 use punctual_units::{parse_ratio, Nanos};
 
@@ -73,8 +74,8 @@ pub struct Args {
     /// (SCHED_DEADLINE as is), or `thread` (it stops itself once charged
     /// the budget: precise enforcement where the kernel only enforces at the
     /// tick). Default: thread when HRTICK is not on, else kernel.
-    #[arg(long)]
-    enforce: Option<String>,
+    #[arg(long, value_enum)]
+    enforce: Option<Enforce>,
     /// Clock-read gap above which the test app counts "not running".
     #[arg(long, default_value = "2us", value_parser = opts::positive_duration)]
     gap_threshold: Nanos,
@@ -91,6 +92,15 @@ pub struct Args {
     /// The command to run under the reservation.
     #[arg(last = true)]
     command: Vec<OsString>,
+}
+
+/// Who stops the test app's reserved thread at its budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Enforce {
+    /// SCHED_DEADLINE as is: at the tick unless HRTICK is on.
+    Kernel,
+    /// The thread stops itself once charged its budget.
+    Thread,
 }
 
 fn from_reserve(e: ReserveError) -> CliError {
@@ -189,17 +199,10 @@ fn validate_one(
             "give either --test-app or a command after -- (e.g. -- ./my-loop), not both or neither",
         ));
     }
-    if let Some(e) = a.enforce.as_deref() {
-        if e != "kernel" && e != "thread" {
-            return Err(CliError::usage(format!(
-                "--enforce '{e}' is not one of kernel, thread"
-            )));
-        }
-        if e == "thread" && !a.test_app {
-            return Err(CliError::usage(
-                "--enforce thread needs a thread that reports its own CPU time (--test-app or the library); a command is always enforced by the kernel",
-            ));
-        }
+    if a.enforce == Some(Enforce::Thread) && !a.test_app {
+        return Err(CliError::usage(
+            "--enforce thread needs a thread that reports its own CPU time (--test-app or the library); a command is always enforced by the kernel",
+        ));
     }
     if a.threads == 0 || a.threads > 64 {
         return Err(CliError::usage(format!(
@@ -224,94 +227,9 @@ fn validate_one(
     Ok((spec, constraint))
 }
 
-/// One line for a root-domain repair: what was wrong and whether the
-/// rebuild cleared it.
-fn repair_sentence(r: &kernel::Repair) -> String {
-    let list = kernel::format_totals;
-    if r.repaired {
-        format!(
-            "the kernel left its deadline bandwidth total below zero when the partition came down ({}), which would refuse every SCHED_DEADLINE task; punctual rebuilt the root domains ({} rebuild(s)) and the totals read {} again",
-            list(&r.found),
-            r.rebuilds,
-            list(&r.after)
-        )
-    } else {
-        format!(
-            "the kernel left its deadline bandwidth total below zero when the partition came down ({}) and {} rebuild(s) of the root domains did not clear it ({}): SCHED_DEADLINE will be refused until it is; try punctual reserve --cleanup, or toggle cpuset.sched_load_balance with an exclusive cpuset",
-            list(&r.found),
-            r.rebuilds,
-            list(&r.after)
-        )
-    }
-}
-
-/// A negative root-domain total left by some earlier run (or by a kernel
-/// bug outside punctual) refuses every deadline task; `--cleanup` is where
-/// a user who was told so goes, so it checks and repairs that too.
-fn cleanup_root_domains(dir: &Path, window: Nanos) -> Result<Option<kernel::Repair>, String> {
-    // Without a journal (no root) debugfs cannot be mounted, but an
-    // already mounted one is still read: a user without root is told of a
-    // negative total, just not able to clear it.
-    let mut jr = Journal::create(dir).ok();
-    let sched_dir = kernel::sched_debug_dir(jr.as_mut());
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let cpu = partition::parse_cpu_list(&online).into_iter().max();
-    let rep = match (&mut jr, cpu) {
-        (Some(j), Some(cpu)) if cpu > 0 => {
-            kernel::repair_negative_totals(sched_dir.as_deref(), window, || {
-                partition::rebuild_root_domains(j, cpu).map_err(|e| e.to_string())
-            })
-        }
-        _ => {
-            let found =
-                kernel::negative_totals(&kernel::root_domain_bandwidth(sched_dir.as_deref()));
-            if found.is_empty() {
-                Ok(None)
-            } else {
-                Err(format!(
-                    "the deadline bandwidth total is below zero ({}) and clearing it takes root and a machine of two or more CPUs",
-                    kernel::format_totals(&found)
-                ))
-            }
-        }
-    };
-    let errors = jr.map(|mut j| j.undo_all()).unwrap_or_default();
-    if !errors.is_empty() {
-        return Err(errors.join("; "));
-    }
-    rep
-}
-
 fn cleanup(dir: &Path) -> CliResult {
-    let mut rep = journal::cleanup_stale(dir);
-    // A dead run's deadline threads give back their bandwidth at their
-    // 0-lag time, which can come after the rebuild its cpusets' removal
-    // just made, and drive a total below zero (seen in CI after SIGKILL):
-    // watch for that for a second (reservations' deadlines are below it)
-    // when anything of a dead run was undone.
-    let window = if rep.undone.is_empty() {
-        Nanos::ZERO
-    } else {
-        Nanos::from_secs(1)
-    };
-    match cleanup_root_domains(dir, window) {
-        Ok(Some(r)) => {
-            let line = repair_sentence(&r);
-            if r.repaired {
-                rep.undone.push(line);
-            } else {
-                rep.errors.push(line);
-            }
-        }
-        Ok(None) => {}
-        Err(e) => rep.errors.push(e),
-    }
-    // A killed command run also leaves the tracing instance it accounted
-    // with (its own journal, in the trace crate's format).
-    let tr = punctual_trace::tracefs::cleanup_stale(dir);
-    rep.undone.extend(tr.actions);
-    rep.errors.extend(tr.problems);
-    if rep.cleaned.is_empty() && rep.undone.is_empty() && rep.errors.is_empty() {
+    let rep = session::cleanup(dir);
+    if rep.is_empty() {
         println!(
             "nothing to clean up: no journals of dead runs in {}",
             dir.display()
@@ -323,10 +241,10 @@ fn cleanup(dir: &Path) -> CliResult {
     for p in &rep.live {
         println!("left alone: run {p} is still alive");
     }
-    if !rep.errors.is_empty() {
+    if !rep.problems.is_empty() {
         return Err(CliError::runtime(format!(
             "could not undo everything: {}",
-            rep.errors.join("; ")
+            rep.problems.join("; ")
         )));
     }
     Ok(())
@@ -356,20 +274,10 @@ pub fn run(a: Args) -> CliResult {
         });
     }
     let stop = crate::interrupt::stop_flag();
-    let stale = journal::cleanup_stale(&a.journal_dir);
-    for u in &stale.undone {
-        eprintln!("punctual reserve: cleaned up after a killed run: {u}");
+    for line in session::restore_stale(&a.journal_dir) {
+        eprintln!("punctual reserve: {line}");
     }
-    if !stale.undone.is_empty() {
-        // As `--cleanup` does: the killed run's bandwidth may come back
-        // after the rebuild its cpusets' removal made (see cleanup()).
-        match cleanup_root_domains(&a.journal_dir, Nanos::from_secs(1)) {
-            Ok(Some(r)) => eprintln!("punctual reserve: {}", repair_sentence(&r)),
-            Ok(None) => {}
-            Err(e) => eprintln!("punctual reserve: {e}"),
-        }
-    }
-    let mut jr = Journal::create(&a.journal_dir).map_err(|e| {
+    let mut jr = journal::create(&a.journal_dir).map_err(|e| {
         CliError::usage(format!(
             "cannot write the restore journal in {}: {e}",
             a.journal_dir.display()
@@ -433,9 +341,10 @@ pub fn run(a: Args) -> CliResult {
     if !several.is_empty() {
         let cpus = match punctual_reserve::partition::find_cpuset_fs() {
             Some(punctual_reserve::partition::CpusetFs::V1(root)) => {
-                punctual_reserve::partition::parse_cpu_list(
+                punctual_live::sysinfo::parse_cpu_list(
                     &std::fs::read_to_string(root.join("cpuset.cpus")).unwrap_or_default(),
                 )
+                .unwrap_or_default()
             }
             _ => opts::online_cpus(),
         };
@@ -482,14 +391,17 @@ pub fn run(a: Args) -> CliResult {
         });
     }
     let started_at = crate::output::rfc3339_now();
-    let mut rec = Record::new(Source::Measured, "reserve", platform(&cfg));
+    let mut rec = Record::new(
+        Source::Measured,
+        "reserve",
+        punctual_live::sysinfo::collect(),
+    );
     rec.started_at = started_at;
     let asked = a.duration.unwrap_or(Nanos::from_secs(10));
-    let thread_enforced = match a.enforce.as_deref() {
-        Some("thread") => true,
-        Some("kernel") => false,
+    let thread_enforced = match a.enforce {
+        Some(Enforce::Thread) => true,
+        Some(Enforce::Kernel) => false,
         None => hr_now.enforced_at_tick(),
-        Some(other) => unreachable!("validated: {other}"),
     };
     rec.set_config("enforce", if thread_enforced { "thread" } else { "kernel" });
     if thread_enforced && a.test_app {
@@ -592,66 +504,26 @@ pub fn run(a: Args) -> CliResult {
         .max()
         .unwrap_or(spec.deadline)
         + Nanos::from_ms(10);
-    let quiesce = if partition.is_some() || !parts.is_empty() {
-        let cpus: Vec<u32> = partition
-            .iter()
-            .chain(parts.iter())
-            .map(|p| p.cpu)
-            .collect();
-        Some(kernel::wait_released(
-            sched_dir.as_deref(),
-            &rd_baseline,
-            &cpus,
-            release_bound,
-        ))
-    } else {
-        None
-    };
-    let rebuild_cpu = partition.iter().chain(parts.iter()).map(|p| p.cpu).max();
-    drop(partition);
-    drop(parts);
-    let mut restore_errors = jr.undo_all_but_mounts();
-    // The partitions are down; a late release can still have driven a
-    // root-domain total below zero, which refuses every deadline task on
-    // the machine until a rebuild (kernel::repair_negative_totals).
-    let repair = match (rebuild_cpu, &quiesce) {
-        (Some(cpu), Some(q)) if q.how != "bound" => {
-            // Released bandwidth was waited for before the teardown, so a
-            // late release is not expected; one more deadline covers it.
-            kernel::repair_negative_totals(sched_dir.as_deref(), release_bound, || {
-                partition::rebuild_root_domains(&mut jr, cpu).map_err(|e| e.to_string())
-            })
-        }
-        _ => Ok(None),
-    };
-    restore_errors.extend(jr.undo_all());
-    match &repair {
-        Ok(Some(r)) => warnings.push(Warning::Other {
-            message: repair_sentence(r),
-        }),
-        Ok(None) => {}
-        Err(e) => warnings.push(Warning::Other {
-            message: format!(
-                "could not check the kernel's deadline bandwidth totals after the partition came down ({e}); if SCHED_DEADLINE is refused from now on, run punctual reserve --cleanup"
-            ),
-        }),
-    }
-    for e in &restore_errors {
-        warnings.push(Warning::Other {
-            message: format!("could not restore a setting: {e}; run punctual reserve --cleanup"),
-        });
-    }
+    let partitions: Vec<Partition> = partition.into_iter().chain(parts).collect();
+    let teardown = session::teardown(
+        &mut jr,
+        sched_dir.as_deref(),
+        &rd_baseline,
+        partitions,
+        release_bound,
+    );
+    warnings.extend(teardown.warnings());
     let outcome = result.map_err(from_reserve)?;
     fill_record(
         &mut rec, &a, &spec, &outcome, &hr, &hr_now, &bw, cfg.hz, asked,
     );
-    if let Some(q) = &quiesce {
+    if let Some(q) = &teardown.quiesce {
         rec.extra.insert(
             "teardown_wait".into(),
             serde_json::to_value(q).unwrap_or_default(),
         );
     }
-    if let Ok(Some(r)) = &repair {
+    if let Ok(Some(r)) = &teardown.repair {
         rec.extra.insert(
             "root_domain_repair".into(),
             serde_json::to_value(r).unwrap_or_default(),
@@ -681,27 +553,6 @@ enum Outcome {
     App(Box<testapp::Outcome>),
     Cmd(Box<command::Outcome>),
     Several(Vec<(punctual_reserve::placement::Placed, testapp::Outcome)>),
-}
-
-fn platform(cfg: &kernel::KernelConfig) -> Platform {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    Platform {
-        hostname: read("/proc/sys/kernel/hostname"),
-        kernel: read("/proc/sys/kernel/osrelease"),
-        logical_cpus: std::thread::available_parallelism()
-            .ok()
-            .map(|n| n.get() as u32),
-        online_cpus: read("/sys/devices/system/cpu/online"),
-        hz: cfg.hz,
-        irq_time_accounting: cfg.irq_time_accounting,
-        rt_runtime_us: read("/proc/sys/kernel/sched_rt_runtime_us").and_then(|s| s.parse().ok()),
-        rt_period_us: read("/proc/sys/kernel/sched_rt_period_us").and_then(|s| s.parse().ok()),
-        ..Default::default()
-    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,0 +1,211 @@
+//! The parts of a reservation session around the run: putting back what a
+//! killed run left, and the root-domain repair that must follow it.
+//!
+//! The order matters and is kernel knowledge: a dead run's deadline threads
+//! give back their bandwidth at their 0-lag time, which can come after the
+//! root-domain rebuild its cpusets' removal made, and drive a total below
+//! zero; so after undoing a dead run's journal the totals are watched and
+//! repaired ([`kernel::repair_negative_totals`]).
+
+use std::path::Path;
+
+use punctual_live::restore::{cleanup_stale, CleanupReport};
+use punctual_units::Nanos;
+
+use crate::{journal, kernel, partition};
+
+/// One line for a root-domain repair: what was wrong and whether the
+/// rebuild cleared it.
+pub fn repair_sentence(r: &kernel::Repair) -> String {
+    let list = kernel::format_totals;
+    if r.repaired {
+        format!(
+            "the kernel left its deadline bandwidth total below zero when the partition came down ({}), which would refuse every SCHED_DEADLINE task; punctual rebuilt the root domains ({} rebuild(s)) and the totals read {} again",
+            list(&r.found),
+            r.rebuilds,
+            list(&r.after)
+        )
+    } else {
+        format!(
+            "the kernel left its deadline bandwidth total below zero when the partition came down ({}) and {} rebuild(s) of the root domains did not clear it ({}): SCHED_DEADLINE will be refused until it is; try punctual reserve --cleanup, or toggle cpuset.sched_load_balance with an exclusive cpuset",
+            list(&r.found),
+            r.rebuilds,
+            list(&r.after)
+        )
+    }
+}
+
+/// A negative root-domain total left by some earlier run (or by a kernel
+/// bug outside punctual) refuses every deadline task; `--cleanup` is where
+/// a user who was told so goes, so it checks and repairs that too.
+pub fn cleanup_root_domains(dir: &Path, window: Nanos) -> Result<Option<kernel::Repair>, String> {
+    // Without a journal (no root) debugfs cannot be mounted, but an
+    // already mounted one is still read: a user without root is told of a
+    // negative total, just not able to clear it.
+    let mut jr = journal::create(dir).ok();
+    let sched_dir = kernel::sched_debug_dir(jr.as_mut());
+    let cpu = punctual_live::sysinfo::online_cpus().into_iter().max();
+    let rep = match (&mut jr, cpu) {
+        (Some(j), Some(cpu)) if cpu > 0 => {
+            kernel::repair_negative_totals(sched_dir.as_deref(), window, || {
+                partition::rebuild_root_domains(j, cpu).map_err(|e| e.to_string())
+            })
+        }
+        _ => {
+            let found =
+                kernel::negative_totals(&kernel::root_domain_bandwidth(sched_dir.as_deref()));
+            if found.is_empty() {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "the deadline bandwidth total is below zero ({}) and clearing it takes root and a machine of two or more CPUs",
+                    kernel::format_totals(&found)
+                ))
+            }
+        }
+    };
+    let errors = jr.map(|mut j| j.undo_all()).unwrap_or_default();
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
+    }
+    rep
+}
+
+/// `punctual reserve --cleanup`: undoes the journals of dead runs in `dir`
+/// (of any verb), then checks the root-domain totals, watching them for a
+/// second when anything of a dead run was undone (reservations' deadlines
+/// are below that). A repair is reported as undone, a failed one as a
+/// problem.
+pub fn cleanup(dir: &Path) -> CleanupReport {
+    let mut rep = cleanup_stale(dir);
+    let window = if rep.undone.is_empty() {
+        Nanos::ZERO
+    } else {
+        Nanos::from_secs(1)
+    };
+    match cleanup_root_domains(dir, window) {
+        Ok(Some(r)) => {
+            let line = repair_sentence(&r);
+            if r.repaired {
+                rep.undone.push(line);
+            } else {
+                rep.problems.push(line);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => rep.problems.push(e),
+    }
+    rep
+}
+
+/// What a run does before it changes anything: the journals of dead runs
+/// in `dir` undone, and, when anything was, the root domains watched and
+/// repaired as [`cleanup`] does. Returns one sentence per thing done or
+/// found.
+pub fn restore_stale(dir: &Path) -> Vec<String> {
+    let stale = cleanup_stale(dir);
+    let mut said: Vec<String> = stale
+        .undone
+        .iter()
+        .map(|u| format!("cleaned up after a killed run: {u}"))
+        .collect();
+    if !stale.undone.is_empty() {
+        match cleanup_root_domains(dir, Nanos::from_secs(1)) {
+            Ok(Some(r)) => said.push(repair_sentence(&r)),
+            Ok(None) => {}
+            Err(e) => said.push(e),
+        }
+    }
+    said
+}
+
+/// What the ordered teardown of a run found.
+#[derive(Debug)]
+pub struct Teardown {
+    /// How long the partitions waited for the kernel to let the released
+    /// reservations' bandwidth go (none without a partition).
+    pub quiesce: Option<kernel::Quiesce>,
+    /// A root-domain total a late release drove below zero, and its repair.
+    pub repair: Result<Option<kernel::Repair>, String>,
+    /// Settings that could not be put back.
+    pub restore_errors: Vec<String>,
+}
+
+impl Teardown {
+    /// The warnings a record of the run carries for it.
+    pub fn warnings(&self) -> Vec<punctual_record::Warning> {
+        use punctual_record::Warning;
+        let mut w = Vec::new();
+        match &self.repair {
+            Ok(Some(r)) => w.push(Warning::Other {
+                message: repair_sentence(r),
+            }),
+            Ok(None) => {}
+            Err(e) => w.push(Warning::Other {
+                message: format!(
+                    "could not check the kernel's deadline bandwidth totals after the partition came down ({e}); if SCHED_DEADLINE is refused from now on, run punctual reserve --cleanup"
+                ),
+            }),
+        }
+        for e in &self.restore_errors {
+            w.push(Warning::Other {
+                message: format!(
+                    "could not restore a setting: {e}; run punctual reserve --cleanup"
+                ),
+            });
+        }
+        w
+    }
+}
+
+/// Takes a run's partitions down in the order the kernel needs, and puts
+/// every journaled setting back:
+///
+/// 1. wait until the kernel has let the released reservations' bandwidth
+///    go (within one relative deadline, `release_bound`): taking the
+///    partition down first corrupts the root-domain totals
+///    ([`kernel::wait_released`]);
+/// 2. undo everything but the mounts (the partitions come down);
+/// 3. a late release can still have driven a total below zero, which
+///    refuses every deadline task on the machine until a rebuild: check
+///    and repair through the debugfs still mounted
+///    ([`kernel::repair_negative_totals`]);
+/// 4. undo the rest (the mounts).
+pub fn teardown(
+    journal: &mut journal::Journal,
+    sched_dir: Option<&Path>,
+    baseline: &[(u32, f64)],
+    partitions: Vec<partition::Partition>,
+    release_bound: Nanos,
+) -> Teardown {
+    let cpus: Vec<u32> = partitions.iter().map(|p| p.cpu).collect();
+    let quiesce = if cpus.is_empty() {
+        None
+    } else {
+        Some(kernel::wait_released(
+            sched_dir,
+            baseline,
+            &cpus,
+            release_bound,
+        ))
+    };
+    let rebuild_cpu = cpus.iter().copied().max();
+    drop(partitions);
+    let mut restore_errors = journal.undo_all_but_mounts();
+    let repair = match (rebuild_cpu, &quiesce) {
+        (Some(cpu), Some(q)) if q.how != "bound" => {
+            // Released bandwidth was waited for before the teardown, so a
+            // late release is not expected; one more deadline covers it.
+            kernel::repair_negative_totals(sched_dir, release_bound, || {
+                partition::rebuild_root_domains(journal, cpu).map_err(|e| e.to_string())
+            })
+        }
+        _ => Ok(None),
+    };
+    restore_errors.extend(journal.undo_all());
+    Teardown {
+        quiesce,
+        repair,
+        restore_errors,
+    }
+}
