@@ -21,6 +21,7 @@ pub mod verdict;
 pub use buffer::{Buffering, Compute};
 pub use forecast::{Estimate, ProbEstimate, TailModel};
 pub use profiles::Profile;
+pub use punctual_record::{VerdictBasis, VerdictEntry, VerdictState};
 pub use verdict::{render_verdicts, verdicts, Verdict};
 
 /// Seconds in the spans that the worst-case table reports.

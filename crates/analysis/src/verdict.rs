@@ -2,7 +2,7 @@
 //! the work needs, and if not, what buffering would? A number in place of
 //! LatencyMon's "suitable for real-time audio".
 
-use punctual_record::{Metric, Record};
+use punctual_record::{Metric, Record, VerdictBasis, VerdictEntry, VerdictState};
 use punctual_units::Nanos;
 use serde::Serialize;
 
@@ -14,28 +14,131 @@ use crate::profiles::Profile;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Verdict {
     pub profile: String,
-    /// The series that decided it: the one with the shortest MTTF.
+    /// The series that decided it (docs/forecast.md §6).
     pub series: String,
     pub buffering: Buffering,
     pub slack_ns: Nanos,
     pub target_seconds: f64,
+    /// Decided only when the whole 95 % interval is on one side of the
+    /// target.
+    pub state: VerdictState,
     /// `None`: no wake-up that late observed or predicted.
     pub mttf_seconds: Option<f64>,
     pub mttf_ci_low_seconds: Option<f64>,
     pub mttf_ci_high_seconds: Option<f64>,
     pub extrapolated: bool,
-    pub meets_target: bool,
+    pub basis: VerdictBasis,
+    /// Inconclusive only: how long to measure this machine in all (wake-up
+    /// time) for the interval to leave the target, at the rate estimated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measure_more_seconds: Option<f64>,
     /// MTTF / target (> 1 meets it); `None` when the MTTF is unbounded.
     pub margin_ratio: Option<f64>,
-    /// What would meet the target, when it is missed.
+    /// What would meet the target; only for a decided miss.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
-    /// The sentence a person reads.
+    /// False when the record cannot stand for the profile's consumer
+    /// (`note` says why); set by the caller, which knows how it measured.
+    pub representative: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The sentence a person reads, state and interval first.
     pub message: String,
 }
 
-/// The series a verdict is read from: latency series when there are any
-/// (what a buffered consumer suffers), otherwise every non-empty series.
+impl Verdict {
+    /// The record's typed form of this verdict.
+    pub fn entry(&self) -> VerdictEntry {
+        VerdictEntry {
+            profile: self.profile.clone(),
+            state: self.state,
+            mttf_s: self.mttf_seconds,
+            ci_s: [self.mttf_ci_low_seconds, self.mttf_ci_high_seconds],
+            target_s: self.target_seconds,
+            measure_more_s: self.measure_more_seconds,
+            basis: self.basis,
+            representative: self.representative,
+            note: self.note.clone(),
+        }
+    }
+
+    /// Marks the verdict as not standing for the profile's consumer.
+    pub fn not_representative(&mut self, why: &str) {
+        self.representative = false;
+        self.note = Some(why.to_string());
+    }
+}
+
+/// The state the interval `[lo, hi]` (None: unbounded above; `lo` None
+/// means no bound was computed, read as 0) gives against `target_s`.
+pub fn state_of(lo: Option<f64>, hi: Option<f64>, target_s: f64) -> VerdictState {
+    if lo.is_some_and(|lo| lo >= target_s) {
+        VerdictState::Meets
+    } else if hi.is_some_and(|hi| hi < target_s) {
+        VerdictState::Misses
+    } else {
+        VerdictState::Inconclusive
+    }
+}
+
+/// Continuous form of the Poisson 95 % interval of a count with mean `m`
+/// (the Wilson–Hilferty approximation `poisson_ci95` uses, for a mean that
+/// need not be whole).
+fn poisson_ci95_mean(m: f64) -> (f64, f64) {
+    let z = 1.959_964;
+    let lo = if m <= 0.0 {
+        0.0
+    } else {
+        (m * (1.0 - 1.0 / (9.0 * m) - z / (3.0 * m.sqrt())).powi(3)).max(0.0)
+    };
+    let m1 = m + 1.0;
+    let hi = m1 * (1.0 - 1.0 / (9.0 * m1) + z / (3.0 * m1.sqrt())).powi(3);
+    (lo, hi)
+}
+
+/// How long a machine with underrun rate `rate_per_s` (the point
+/// estimate: fitted tail and stall process) must be measured in all for
+/// the Poisson 95 % interval of the underruns it would then show to
+/// leave the target rate 1/`target_s` on the side the estimate is on.
+/// At least twice what was measured (`measured_s`), since what kept this
+/// interval open includes more than the counting error: the stall process
+/// and the tail fit are estimated too, and both narrow only with more data.
+/// Capped at 1000 × the target (a rate within a hair of the target would
+/// need forever; 1000 × says "much longer than it is worth").
+pub fn measure_needed_s(rate_per_s: f64, target_s: f64, measured_s: f64) -> f64 {
+    let r0 = 1.0 / target_s;
+    let cap = 1000.0 * target_s;
+    let decided = |t: f64| {
+        let (lo, hi) = poisson_ci95_mean(rate_per_s * t);
+        if rate_per_s < r0 {
+            hi / t < r0
+        } else {
+            lo / t > r0
+        }
+    };
+    let floor = (2.0 * measured_s).max(1e-3);
+    if !decided(cap) {
+        return cap.max(floor);
+    }
+    let (mut lo, mut hi) = (1e-3f64, cap);
+    for _ in 0..200 {
+        let mid = (lo * hi).sqrt();
+        if decided(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+        if hi / lo < 1.001 {
+            break;
+        }
+    }
+    hi.max(floor)
+}
+
+/// The series a verdict is read from: latency-like series only (wake-up
+/// latency, or a job's response time), what a buffered consumer suffers.
+/// Other series (CPU time received per period, stolen gaps, intervals)
+/// are not lateness and give no MTTF.
 /// A latency series whose record also measured its CPU's stolen time
 /// without RT-throttling stops (a `check` record, [`GapStalls::own`])
 /// takes the queue model's stall term from those gaps.
@@ -58,18 +161,17 @@ pub fn attach_own_gaps(models: &mut [TailModel], stalls_from: &Record) {
     }
 }
 
+/// Whether a series of this metric is lateness a consumer suffers, so
+/// that an MTTF and a verdict can be read from it.
+pub fn latency_like(m: Metric) -> bool {
+    matches!(m, Metric::Latency | Metric::Response)
+}
+
 fn tail_models(record: &Record) -> Vec<TailModel> {
-    let usable = |m: Metric| matches!(m, Metric::Latency | Metric::Response);
-    let pick: Vec<_> = if record
+    record
         .series
         .iter()
-        .any(|s| usable(s.metric) && s.count > 0)
-    {
-        record.series.iter().filter(|s| usable(s.metric)).collect()
-    } else {
-        record.series.iter().collect()
-    };
-    pick.into_iter()
+        .filter(|s| latency_like(s.metric))
         .filter_map(|s| TailModel::new(s, record.duration_ns).ok())
         .collect()
 }
@@ -79,7 +181,7 @@ fn tail_models(record: &Record) -> Vec<TailModel> {
 ///
 /// ```
 /// use punctual_analysis::{profiles, render_verdicts, verdicts};
-/// use punctual_record::{Metric, Platform, Record, Recorder, Source};
+/// use punctual_record::{Metric, Platform, Record, Recorder, Source, VerdictState};
 /// use punctual_units::Nanos;
 ///
 /// // A 1 ms timer: 1 wake-up in 1000 is 3 ms late, the rest 20 µs.
@@ -92,9 +194,13 @@ fn tail_models(record: &Record) -> Vec<TailModel> {
 ///
 /// let v = verdicts(&record, &profiles::builtin());
 /// let audio = v.iter().find(|v| v.profile.starts_with("pro audio 128 frames × 2")).unwrap();
-/// assert!(!audio.meets_target); // 3 ms late every second: underruns every ~1 s
+/// // 3 ms late every second: underruns every ~1 s, 200 of them seen.
+/// assert_eq!(audio.state, VerdictState::Misses);
+/// // Nothing reaches the soft modem's 76 ms slack in 200 s of data, but
+/// // 200 s cannot show an hour between underruns either.
 /// let modem = v.iter().find(|v| v.profile == "soft modem 16 ms × 6").unwrap();
-/// assert!(modem.meets_target);
+/// assert_eq!(modem.state, VerdictState::Inconclusive);
+/// assert!(modem.measure_more_seconds.unwrap() > 3600.0);
 /// println!("{}", render_verdicts(&v));
 /// ```
 pub fn verdicts(record: &Record, profiles: &[Profile]) -> Vec<Verdict> {
@@ -103,13 +209,19 @@ pub fn verdicts(record: &Record, profiles: &[Profile]) -> Vec<Verdict> {
 
 /// As [`verdicts`], over models already built (so a caller that also
 /// prints forecasts fits each tail once).
+/// Series that are not latency-like are left out.
 pub fn verdicts_for(models: &[TailModel], profiles: &[Profile]) -> Vec<Verdict> {
-    if models.is_empty() {
+    let lat: Vec<TailModel> = models
+        .iter()
+        .filter(|m| latency_like(m.metric))
+        .cloned()
+        .collect();
+    if lat.is_empty() {
         return Vec::new();
     }
     profiles
         .iter()
-        .filter_map(|p| verdict_one(models, profiles, p))
+        .filter_map(|p| verdict_one(&lat, profiles, p))
         .collect()
 }
 
@@ -127,44 +239,98 @@ fn meets(r: &Mttf, target_s: f64) -> bool {
     r.mttf_seconds.is_none_or(|s| s >= target_s)
 }
 
+fn state_of_mttf(r: &Mttf, target_s: f64) -> VerdictState {
+    state_of(r.mttf_ci_low_seconds, r.mttf_ci_high_seconds, target_s)
+}
+
+/// The series that decides a profile: a decided miss on any series
+/// decides the machine (the shortest such MTTF); otherwise an open
+/// interval on any series keeps it open (the one with the lowest
+/// interval); only when every series meets the target does the machine
+/// (then the shortest MTTF is shown).
+fn deciding<'a>(
+    models: &'a [TailModel],
+    b: &Buffering,
+    target_s: f64,
+) -> Option<(&'a TailModel, Mttf, VerdictState)> {
+    let all: Vec<(&TailModel, Mttf, VerdictState)> = models
+        .iter()
+        .filter_map(|m| mttf(m, b).ok().map(|r| (m, r)))
+        .map(|(m, r)| {
+            let st = state_of_mttf(&r, target_s);
+            (m, r, st)
+        })
+        .collect();
+    let key = |r: &Mttf, lo: bool| {
+        if lo {
+            r.mttf_ci_low_seconds.unwrap_or(0.0)
+        } else {
+            r.mttf_seconds.unwrap_or(f64::INFINITY)
+        }
+    };
+    let pick = |state: VerdictState, by_lo: bool| {
+        all.iter()
+            .filter(|x| x.2 == state)
+            .min_by(|a, b| key(&a.1, by_lo).total_cmp(&key(&b.1, by_lo)))
+            .cloned()
+    };
+    pick(VerdictState::Misses, false)
+        .or_else(|| pick(VerdictState::Inconclusive, true))
+        .or_else(|| pick(VerdictState::Meets, false))
+}
+
+/// "95% CI 3.5 ms–4.6 ms" for an MTTF interval.
+pub fn ci_text(lo: Option<f64>, hi: Option<f64>) -> String {
+    format!(
+        "95% CI {}–{}",
+        human_secs(lo.unwrap_or(0.0)),
+        hi.map(human_secs).unwrap_or_else(|| "∞".to_string())
+    )
+}
+
 fn verdict_one(models: &[TailModel], all: &[Profile], p: &Profile) -> Option<Verdict> {
-    let (m, r) = worst(models, &p.buffering)?;
     let target_s = p.target.as_secs_f64();
-    let ok = meets(&r, target_s);
+    let (m, r, state) = deciding(models, &p.buffering, target_s)?;
     let margin = r.mttf_seconds.map(|s| s / target_s);
-    let ci = match (r.mttf_ci_low_seconds, r.mttf_ci_high_seconds) {
-        (Some(lo), hi) => format!(
-            "; 95% CI {}–{}",
-            human_secs(lo),
-            hi.map(human_secs).unwrap_or_else(|| "∞".to_string())
+    let ci = ci_text(r.mttf_ci_low_seconds, r.mttf_ci_high_seconds);
+    let point = match r.mttf_seconds {
+        Some(s) => format!("an underrun every {}", human_secs(s)),
+        None => format!(
+            "no wake-up later than the {} slack seen or predicted",
+            r.slack_ns
         ),
-        _ => String::new(),
     };
     let label = if r.extrapolated { ", extrapolated" } else { "" };
+    let target = human_secs(target_s);
     let mut fix = None;
-    let message = if ok {
-        match r.mttf_seconds {
-            Some(s) => format!(
-                "{}: meets its target (underrun every {}, {} the {} target{label}{ci})",
-                p.name,
-                human_secs(s),
-                ratio_text(s / target_s),
-                human_secs(target_s)
-            ),
-            None => format!(
-                "{}: meets its target (no wake-up later than the {} slack observed or predicted)",
-                p.name, r.slack_ns
-            ),
-        }
-    } else {
-        fix = Some(fix_for(models, all, p, target_s));
-        format!(
-            "{}: expect an underrun every {} (target {}{label}{ci}): {}",
+    let mut measure = None;
+    let message = match state {
+        VerdictState::Meets => format!(
+            "{}: meets its {target} target, {ci} (point: {point}{}{label})",
             p.name,
-            human_secs(r.mttf_seconds.unwrap_or(f64::INFINITY)),
-            human_secs(target_s),
-            fix.as_deref().unwrap_or("")
-        )
+            margin
+                .map(|m| format!(", {} the target", ratio_text(m)))
+                .unwrap_or_default()
+        ),
+        VerdictState::Misses => {
+            let f = fix_for(models, all, p, target_s);
+            let m = format!(
+                "{}: misses its {target} target, {ci} (point: {point}{label}): {f}",
+                p.name
+            );
+            fix = Some(f);
+            m
+        }
+        VerdictState::Inconclusive => {
+            let need = measure_needed_s(r.underrun_rate_per_s, target_s, m.covered_s());
+            measure = Some(need);
+            format!(
+                "{}: inconclusive, {ci} spans the {target} target (point: {point}{label}): \
+                 measure ≥ {} of wake-ups on this machine to decide",
+                p.name,
+                human_secs(need)
+            )
+        }
     };
     Some(Verdict {
         profile: p.name.clone(),
@@ -172,20 +338,29 @@ fn verdict_one(models: &[TailModel], all: &[Profile], p: &Profile) -> Option<Ver
         buffering: p.buffering,
         slack_ns: r.slack_ns,
         target_seconds: target_s,
+        state,
         mttf_seconds: r.mttf_seconds,
         mttf_ci_low_seconds: r.mttf_ci_low_seconds,
         mttf_ci_high_seconds: r.mttf_ci_high_seconds,
         extrapolated: r.extrapolated,
-        meets_target: ok,
+        basis: if r.extrapolated {
+            VerdictBasis::Extrapolated
+        } else {
+            VerdictBasis::Observed
+        },
+        measure_more_seconds: measure,
         margin_ratio: margin,
         fix,
+        representative: true,
+        note: None,
         message,
     })
 }
 
-/// The smallest fix: first a profile of the same family with more
-/// latency tolerance that meets the target, then more buffers of the same
-/// length.
+/// The smallest fix for a decided miss, with the interval of the MTTF it
+/// would give: first a profile of the same family with more latency
+/// tolerance whose point MTTF meets the target, then more buffers of the
+/// same length.
 fn fix_for(models: &[TailModel], all: &[Profile], p: &Profile, target_s: f64) -> String {
     if let Some(fam) = &p.family {
         let mut cands: Vec<&Profile> = all
@@ -195,8 +370,12 @@ fn fix_for(models: &[TailModel], all: &[Profile], p: &Profile, target_s: f64) ->
             .collect();
         cands.sort_by_key(|o| (o.buffering.total(), o.buffering.buffers));
         for c in cands {
-            if worst(models, &c.buffering).is_some_and(|(_, r)| meets(&r, target_s)) {
-                return format!("needs {}", c.size);
+            if let Some((_, r)) = worst(models, &c.buffering).filter(|(_, r)| meets(r, target_s)) {
+                return format!(
+                    "needs {} ({})",
+                    c.size,
+                    ci_text(r.mttf_ci_low_seconds, r.mttf_ci_high_seconds)
+                );
             }
         }
     }
@@ -207,7 +386,19 @@ fn fix_for(models: &[TailModel], all: &[Profile], p: &Profile, target_s: f64) ->
         .try_fold(0u32, |acc, n| n.map(|n| acc.max(n)));
     match best {
         Some(n) if n > p.buffering.buffers => {
-            format!("needs {n} × {} buffers", p.buffering.buffer_len)
+            let b = Buffering {
+                buffers: n,
+                ..p.buffering
+            };
+            let ci = worst(models, &b)
+                .map(|(_, r)| {
+                    format!(
+                        " ({})",
+                        ci_text(r.mttf_ci_low_seconds, r.mttf_ci_high_seconds)
+                    )
+                })
+                .unwrap_or_default();
+            format!("needs {n} × {} buffers{ci}", p.buffering.buffer_len)
         }
         _ => format!(
             "no buffering up to {max_n} × {} reaches it here: find the cause of the long \
@@ -262,10 +453,32 @@ fn ratio_text(r: f64) -> String {
 pub fn render_verdicts(v: &[Verdict]) -> String {
     let mut out = String::new();
     for x in v {
-        let mark = if x.meets_target { "ok  " } else { "MISS" };
-        out.push_str(&format!("  {mark} {}\n", x.message));
+        out.push_str(&format!("  {} {}\n", mark(x.state), x.message));
+        if let Some(n) = &x.note {
+            out.push_str(&format!("       not representative: {n}\n"));
+        }
     }
     out
+}
+
+/// The four-character mark before a verdict line.
+pub fn mark(s: VerdictState) -> &'static str {
+    match s {
+        VerdictState::Meets => "ok  ",
+        VerdictState::Misses => "MISS",
+        VerdictState::Inconclusive => "??  ",
+    }
+}
+
+/// "3 meet, 2 miss, 21 inconclusive": the counts a heading gives.
+pub fn tally(v: &[Verdict]) -> String {
+    let n = |s: VerdictState| v.iter().filter(|x| x.state == s).count();
+    format!(
+        "{} meet, {} miss, {} inconclusive",
+        n(VerdictState::Meets),
+        n(VerdictState::Misses),
+        n(VerdictState::Inconclusive)
+    )
 }
 
 #[cfg(test)]
@@ -283,5 +496,41 @@ mod tests {
         assert_eq!(human_secs(1e300), "> 1000 years");
         assert_eq!(ratio_text(3415.0), "> 1000×");
         assert_eq!(ratio_text(74.2), "74×");
+    }
+
+    #[test]
+    fn decided_only_when_the_interval_is_on_one_side() {
+        assert_eq!(state_of(Some(4000.0), None, 3600.0), VerdictState::Meets);
+        assert_eq!(
+            state_of(Some(1.0), Some(3000.0), 3600.0),
+            VerdictState::Misses
+        );
+        assert_eq!(
+            state_of(Some(1.0), Some(4000.0), 3600.0),
+            VerdictState::Inconclusive
+        );
+        assert_eq!(
+            state_of(Some(1.0), None, 3600.0),
+            VerdictState::Inconclusive
+        );
+        assert_eq!(state_of(None, None, 3600.0), VerdictState::Inconclusive);
+    }
+
+    /// No underrun expected: an interval above a 1 h target needs the
+    /// zero-count Poisson bound 3.69 below it, ~3.7 h. A rate 10× the
+    /// target's needs a handful of underruns, so minutes; a rate within
+    /// 10 % of it needs hundreds, so days.
+    #[test]
+    fn measuring_time_follows_the_counting_error() {
+        let t = measure_needed_s(0.0, 3600.0, 10.0);
+        assert!((t / 3600.0 - 3.69).abs() < 0.03, "{t}");
+        let fast = measure_needed_s(10.0 / 3600.0, 3600.0, 10.0);
+        assert!((600.0..3600.0).contains(&fast), "{fast}");
+        let near = measure_needed_s(1.1 / 3600.0, 3600.0, 10.0);
+        assert!(near > 100.0 * 3600.0, "{near}");
+        // Never less than twice what was measured.
+        assert_eq!(measure_needed_s(100.0, 3600.0, 50.0), 100.0);
+        // A rate at the target: capped.
+        assert_eq!(measure_needed_s(1.0 / 3600.0, 3600.0, 1.0), 3.6e6);
     }
 }

@@ -186,8 +186,8 @@ fn check_surveys_and_summarizes() {
             predicate::str::contains("== summary")
                 .and(predicate::str::contains("woke typically"))
                 .and(predicate::str::contains("lost"))
-                .and(predicate::str::contains("== verdicts:"))
-                .and(predicate::str::is_match(r"\n  (ok  |MISS) ").unwrap()),
+                .and(predicate::str::contains("== verdicts for"))
+                .and(predicate::str::is_match(r"\n  (ok  |MISS|\?\?  ) ").unwrap()),
         );
     let v = read_json(&j);
     assert_eq!(v["kind"], "check");
@@ -197,10 +197,15 @@ fn check_surveys_and_summarizes() {
     let verdicts = v["extra"]["verdicts"].as_array().unwrap();
     assert!(!verdicts.is_empty());
     for x in verdicts {
-        assert!(
-            x["profile"].is_string() && x["meets_target"].is_boolean(),
-            "{x}"
-        );
+        assert!(x["profile"].is_string() && x["state"].is_string(), "{x}");
+    }
+    // And in the record's typed section, the same states.
+    let typed = v["verdicts"].as_array().unwrap();
+    assert_eq!(typed.len(), verdicts.len());
+    for (t, x) in typed.iter().zip(verdicts) {
+        assert_eq!(t["profile"], x["profile"]);
+        assert_eq!(t["state"], x["state"]);
+        assert!(t["ci_s"].is_array() && t["basis"].is_string(), "{t}");
     }
     // The noise half polled in stretches (no RT-throttling stops), and
     // says so; `forecast` on the record then takes S from its gaps, and

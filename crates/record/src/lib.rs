@@ -21,9 +21,11 @@ use serde::{Deserialize, Serialize};
 
 mod counts;
 mod histogram;
+mod verdict;
 mod warning;
 
 pub use histogram::{Histogram, Recorder, DEFAULT_BUCKET_NS};
+pub use verdict::{VerdictBasis, VerdictEntry, VerdictState};
 pub use warning::{Severity, Warning};
 
 /// Version of the wire format written by this build.
@@ -85,6 +87,10 @@ pub struct Record {
     pub load: Vec<LoadReport>,
     #[serde(default)]
     pub warnings: Vec<Warning>,
+    /// Per-profile verdicts with their intervals (written by `check`), so
+    /// reports show what the terminal said without re-deriving it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<VerdictEntry>,
     /// Producer-specific extras (forecast results, sweep tables, trace-loss
     /// counters…) that other tools may ignore.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -114,6 +120,7 @@ impl Record {
             period_summary: Vec::new(),
             load: Vec::new(),
             warnings: Vec::new(),
+            verdicts: Vec::new(),
             extra: BTreeMap::new(),
         }
     }

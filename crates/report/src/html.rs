@@ -806,6 +806,92 @@ fn section_forecast(x: &mut Xml, inputs: &[Input]) {
     }
 }
 
+/// The records' typed verdicts: state and 95% interval first, then the
+/// point estimate, the target and, when open, how long to measure.
+fn section_verdicts(x: &mut Xml, inputs: &[Input]) {
+    use punctual_analysis::verdict::human_secs;
+    use punctual_record::VerdictState;
+    if inputs.iter().all(|i| i.record.verdicts.is_empty()) {
+        return;
+    }
+    x.leaf("h2", &[("id", "verdicts")], "Verdicts");
+    x.leaf(
+        "p",
+        &[("class", "note")],
+        "Decided (meets, misses) only when the whole 95% interval of the time to underrun \
+         is on one side of the profile's target; otherwise inconclusive, with how long to \
+         measure this machine to decide.",
+    );
+    for i in inputs.iter().filter(|i| !i.record.verdicts.is_empty()) {
+        if inputs.len() > 1 {
+            x.leaf("h3", &[], &i.label);
+        }
+        table_head(
+            x,
+            &[
+                "profile",
+                "state",
+                "95% CI",
+                "MTTF",
+                "target",
+                "basis",
+                "to decide",
+            ],
+        );
+        let secs = |s: Option<f64>| s.map(human_secs).unwrap_or_else(|| "never".into());
+        for v in &i.record.verdicts {
+            x.open("tr", &[]);
+            x.leaf("td", &[], &v.profile);
+            let class = match v.state {
+                VerdictState::Meets => "sev-info",
+                VerdictState::Misses => "sev-degraded",
+                VerdictState::Inconclusive => "sev-warn",
+            };
+            let state = if v.representative {
+                v.state.word().to_string()
+            } else {
+                format!("{} (not representative)", v.state.word())
+            };
+            x.leaf("td", &[("class", class)], &state);
+            x.leaf(
+                "td",
+                &[],
+                &format!(
+                    "{} – {}",
+                    human_secs(v.ci_s[0].unwrap_or(0.0)),
+                    v.ci_s[1].map(human_secs).unwrap_or_else(|| "∞".into())
+                ),
+            );
+            x.leaf("td", &[], &secs(v.mttf_s));
+            x.leaf("td", &[], &human_secs(v.target_s));
+            x.leaf(
+                "td",
+                &[],
+                match v.basis {
+                    punctual_record::VerdictBasis::Observed => "observed",
+                    punctual_record::VerdictBasis::Extrapolated => "extrapolated",
+                },
+            );
+            x.leaf(
+                "td",
+                &[],
+                &v.measure_more_s
+                    .map(|s| format!("measure ≥ {}", human_secs(s)))
+                    .unwrap_or_default(),
+            );
+            x.close("tr");
+        }
+        x.close("table");
+        if let Some(n) = i.record.verdicts.iter().find_map(|v| v.note.as_ref()) {
+            x.leaf(
+                "p",
+                &[("class", "sev-degraded")],
+                &format!("Not representative: {n}"),
+            );
+        }
+    }
+}
+
 fn section_stolen(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
     if inputs.iter().all(|i| i.record.stolen.is_empty()) {
         return;
@@ -1340,6 +1426,7 @@ pub fn render(inputs: &[Input], o: &HtmlOptions) -> Vec<u8> {
     section_runs(&mut x, inputs);
     section_platform_diff(&mut x, inputs);
     section_warnings(&mut x, inputs);
+    section_verdicts(&mut x, inputs);
     let mut models = tail::Models::default();
     section_tails(&mut x, inputs, o, &mut models);
     section_histograms(&mut x, inputs, o);

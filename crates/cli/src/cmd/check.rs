@@ -55,8 +55,10 @@ pub struct Args {
 /// The time stolen during each compute comes from the noise half's gaps
 /// on the same CPU (docs/forecast.md §3.4), which it measured in stretches
 /// that RT throttling never stops; without them (an interrupted run) it
-/// is inferred from the wake-ups. Printed, and kept in
-/// `extra["verdicts"]` so the record says what the terminal said.
+/// is inferred from the wake-ups. A verdict is decided only when its whole
+/// 95% interval is on one side of the target. Printed, and kept in the
+/// record's typed `verdicts` (and the full detail in `extra["verdicts"]`)
+/// so the record says what the terminal said.
 pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
     let mut timer_part = Record::new(rec.source, &rec.kind, Platform::default());
     timer_part.duration_ns = timer_elapsed;
@@ -68,26 +70,73 @@ pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
         .collect();
     let mut models = punctual_analysis::verdict::models(&timer_part);
     punctual_analysis::verdict::attach_own_gaps(&mut models, rec);
-    let v =
+    let mut v =
         punctual_analysis::verdict::verdicts_for(&models, &punctual_analysis::profiles::builtin());
     if v.is_empty() {
         return;
     }
-    let met = v.iter().filter(|x| x.meets_target).count();
+    if let Some(why) = unrepresentative(rec) {
+        for x in v.iter_mut() {
+            x.not_representative(&why);
+        }
+    }
     let from = if models.iter().any(|m| m.gap_stalls.is_some()) {
         "from the wake-up latencies and the busy loop's stolen time"
     } else {
         "from the wake-up latencies"
     };
     println!(
-        "\n== verdicts: {met} of {} workload profiles meet their target ({from}; `punctual forecast` explains each)",
-        v.len()
+        "\n== verdicts for {} workload profiles: {} (decided only when the whole 95% CI of the \
+         MTTF is on one side of the target; {from}; `punctual forecast` explains each)",
+        v.len(),
+        punctual_analysis::verdict::tally(&v)
     );
-    print!("{}", punctual_analysis::render_verdicts(&v));
+    if let Some(why) = unrepresentative(rec) {
+        println!("   NOT REPRESENTATIVE: {why}");
+    }
+    print!("{}", render_verdicts_compact(&v));
+    rec.verdicts = v.iter().map(|x| x.entry()).collect();
     rec.extra.insert(
         "verdicts".into(),
         serde_json::to_value(&v).unwrap_or(serde_json::Value::Null),
     );
+}
+
+/// The verdict lines without the per-line "not representative" note,
+/// which the heading already gave once.
+fn render_verdicts_compact(v: &[punctual_analysis::Verdict]) -> String {
+    let mut out = String::new();
+    for x in v {
+        out.push_str(&format!(
+            "  {} {}\n",
+            punctual_analysis::verdict::mark(x.state),
+            x.message
+        ));
+    }
+    out
+}
+
+/// Why a check record's verdicts cannot stand for a real-time consumer on
+/// this machine: its probes ran without their real-time policy.
+pub fn unrepresentative(rec: &Record) -> Option<String> {
+    rec.warnings
+        .iter()
+        .any(|w| matches!(w, Warning::NoRealtimePolicy { .. }))
+        .then(|| {
+            "the probes ran at SCHED_OTHER (no real-time policy was allowed), so these \
+             verdicts describe a time-sharing thread, not a SCHED_FIFO consumer; run as root \
+             or grant CAP_SYS_NICE"
+                .to_string()
+        })
+}
+
+/// Whether this process may give a thread SCHED_FIFO 95 (tried on a
+/// short-lived thread, whose old policy the guard puts back), so the
+/// headings can say what the probes will really run at.
+fn realtime_allowed() -> bool {
+    std::thread::spawn(|| punctual_live::rt::set_policy(Policy::Fifo { priority: 95 }).is_ok())
+        .join()
+        .unwrap_or(false)
 }
 
 /// Moves the noise half's results into the check record. Its spikes are
@@ -223,7 +272,13 @@ pub fn run(args: Args) -> CliResult {
     if let Some(l) = &args.load {
         println!("\n== under load: {l} for {}", args.duration);
     }
-    println!("\n== wake-up latency: one SCHED_FIFO 95 thread per CPU waking every 1ms for {half}");
+    let rt = realtime_allowed();
+    let policy = if rt {
+        "SCHED_FIFO 95"
+    } else {
+        "SCHED_OTHER (not allowed SCHED_FIFO)"
+    };
+    println!("\n== wake-up latency: one {policy} thread per CPU waking every 1ms for {half}");
     // On an error the loads stop when `loads` is dropped.
     let tracing = crate::attach::start(&args.cause, &tcfg.cpus, &mut rec);
     let t = run_timer_probe(&tcfg, std::sync::Arc::clone(&stop), "timer")?;
@@ -236,7 +291,7 @@ pub fn run(args: Args) -> CliResult {
     if !interrupted(&stop) {
         let (on, rest) = UNTHROTTLED_STRETCH;
         println!(
-            "\n== stolen time: one SCHED_FIFO 95 busy loop per CPU for {} ({on} at a time with {rest} rests, so RT throttling never stops it)",
+            "\n== stolen time: one {policy} busy loop per CPU for {} ({on} at a time with {rest} rests, so RT throttling never stops it)",
             ncfg.duration
         );
         // A record of its own for this half: its time zero is the noise

@@ -11,7 +11,7 @@ use punctual_analysis::buffer::{self, Buffering, Compute, Mttf};
 use punctual_analysis::forecast::{Estimate, GapStalls, TailModel, BOOTSTRAP_REPS, BOOTSTRAP_SEED};
 use punctual_analysis::rate::{parse_rate_per_s, parse_usage, Usage};
 use punctual_analysis::sched::{self, SchedReport};
-use punctual_analysis::verdict::{human_secs, verdicts_for};
+use punctual_analysis::verdict::{human_secs, latency_like, tally, verdicts_for};
 use punctual_analysis::{profiles, render_verdicts, Profile, Verdict};
 use punctual_record::{Metric, Record};
 use punctual_units::Nanos;
@@ -231,28 +231,41 @@ pub fn run(a: Args) -> CliResult {
             // A `check` record's own gaps, when free of throttling stops.
             punctual_analysis::verdict::attach_own_gaps(&mut models, &rec);
         }
-        for m in &models {
-            let (text, j) = forecast_series(&shown, &rec, m, &a, &p);
-            out.push_str(&text);
-            series_json.push(j);
-        }
         if !a.no_verdicts {
             // Same selection as `verdicts()` makes, so each tail is fitted once.
             let v: Vec<Verdict> = verdicts_for(&models, &p.profiles);
             if !v.is_empty() {
-                let met = v.iter().filter(|x| x.meets_target).count();
                 out.push_str(&format!(
-                    "\nverdicts for {shown} ({met} of {} profiles meet their target; each from \
-                     the series with the shortest MTTF):\n",
-                    v.len()
+                    "verdicts for {shown} ({}; decided only when the whole 95% CI of the MTTF \
+                     is on one side of the target; each from the series that decides it):\n",
+                    tally(&v)
                 ));
                 out.push_str(&render_verdicts(&v));
+                out.push('\n');
             }
             for x in v {
                 let mut j = serde_json::to_value(&x).unwrap_or(Value::Null);
                 j["record"] = json!(shown);
                 verdict_json.push(j);
             }
+        }
+        let skipped: Vec<String> = models
+            .iter()
+            .filter(|m| !latency_like(m.metric))
+            .map(|m| format!("{} ({})", m.name, m.metric.as_str()))
+            .collect();
+        let asks_mttf = !a.no_verdicts || p.buffering.is_some() || a.sweep || a.target.is_some();
+        if !skipped.is_empty() && asks_mttf {
+            out.push_str(&format!(
+                "{shown}: no MTTF or verdict from {}: only wake-up latency or response time is \
+                 lateness a buffered consumer suffers\n\n",
+                skipped.join(", ")
+            ));
+        }
+        for m in &models {
+            let (text, j) = forecast_series(&shown, &rec, m, &a, &p);
+            out.push_str(&text);
+            series_json.push(j);
         }
     }
     print!("{out}");
@@ -537,8 +550,9 @@ fn forecast_series(
         "mttf_seconds": Value::Null,
     });
 
-    // Time to underrun.
-    if let Some(b) = &p.buffering {
+    // Time to underrun: only from lateness (the caller said why not).
+    let lateness = latency_like(m.metric);
+    if let Some(b) = p.buffering.as_ref().filter(|_| lateness) {
         if let Ok(r) = buffer::mttf(m, b) {
             o.push_str(&format!(
                 "  buffering {} (compute {}): slack (n−1)·t − c = {}\n",
@@ -616,7 +630,7 @@ fn forecast_series(
         }
     }
     // Sweep.
-    if a.sweep {
+    if a.sweep && lateness {
         let base = p
             .buffering
             .or_else(|| p.len_only.map(|t| Buffering::new(2, t, p.compute)));
@@ -658,7 +672,7 @@ fn forecast_series(
         }
     }
     // Sizing.
-    if let Some(target) = a.target {
+    if let Some(target) = a.target.filter(|_| lateness) {
         let ts = target.as_secs_f64();
         let mut sizing = json!({ "target_seconds": ts });
         let t_for_n = p.buffering.map(|b| b.buffer_len).or(p.len_only);
