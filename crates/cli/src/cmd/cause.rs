@@ -29,6 +29,9 @@ pub enum ProbeArg {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  punctual cause --probe noise --cpus 1 --duration 10s\n  punctual cause --cpus 1 --neighbor --show-spikes 5 --json c.json\n  punctual cause --probe noise --cpus 1 --load disk:direct,irq-cpu=1\n  punctual cause --cleanup"
+)]
 pub struct Args {
     /// Which probe runs beside the recorder.
     #[arg(long, value_enum, default_value = "timer")]

@@ -30,6 +30,9 @@ use crate::opts;
 use crate::output::write_json;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  punctual check\n  punctual check --duration 20s --cpus 1 --json check.json\n  punctual check --load disk:direct,irq-cpu=1 --cause"
+)]
 pub struct Args {
     /// Total time: the first half measures wake-up latency, the second
     /// stolen time.

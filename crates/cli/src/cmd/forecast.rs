@@ -72,7 +72,8 @@ pub struct Args {
     /// Target MTTF for sizing (e.g. 10min, 1h, 1d).
     #[arg(long, value_name = "D", value_parser = opts::positive_duration)]
     pub target: Option<Nanos>,
-    /// Packet stream rate for seed 003's buffer rule (e.g. 260000/s).
+    /// Packet stream rate for the buffer rule of the Hyper-V VMBus note
+    /// (buffers ÷ drain interval; e.g. 260000/s).
     #[arg(long, value_name = "N/s")]
     pub rate: Option<String>,
     /// Permissible error rate for the pseudo worst case (e.g. 1/h).
@@ -84,7 +85,8 @@ pub struct Args {
     /// Extra profiles TOML; same-named profiles replace the shipped ones.
     #[arg(long, value_name = "FILE")]
     pub profiles: Option<PathBuf>,
-    /// Usage for the per-day/week-of-use worst case (seed 002 §4.3).
+    /// Usage for the per-day/week-of-use worst case (Cota-Robles & Held's
+    /// WDM latency study, 1999, §4.3).
     #[arg(long, value_name = "H/day,D/week", default_value = "8h/day,5d/week")]
     pub usage: String,
     /// Skip the per-profile verdicts.

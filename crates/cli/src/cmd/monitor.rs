@@ -26,6 +26,9 @@ use crate::error::{CliError, CliResult};
 use crate::opts;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  punctual monitor\n  punctual monitor --rate 200 --cpus 1 --state monitor-state.json\n  punctual monitor --listen off --textfile /var/lib/node_exporter/punctual.prom --duration 1h"
+)]
 pub struct Args {
     /// Wake-ups per second of each CPU's probe (1–10000).
     #[arg(long, default_value_t = 100)]

@@ -17,6 +17,9 @@ use crate::opts;
 use crate::output::write_json;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  punctual noise --duration 10s\n  punctual noise --cpus 1 --policy other --json n.json\n  punctual noise --cpus 1 --load disk:direct,irq-cpu=1 --cause"
+)]
 pub struct Args {
     /// CPUs to poll: `0`, `0,1`, `0-3` or `all`.
     #[arg(long, default_value = "all")]

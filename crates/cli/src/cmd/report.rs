@@ -29,6 +29,9 @@ pub enum Format {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  punctual report a.json b.json --html report.html\n  punctual report run.json --format prometheus\n  punctual report run.json --format csv --csv-table spikes -o spikes.csv\n  punctual report a.json b.json --merge -o merged.json"
+)]
 pub struct Args {
     /// Record files (JSON written by any punctual verb).
     #[arg(required = true, value_name = "RECORD")]
@@ -54,7 +57,8 @@ pub struct Args {
     #[arg(long, default_value = "buckets", value_name = "TABLE")]
     pub csv_table: String,
     /// Workload profile for the MTTF-against-buffering plot: adsl, modem,
-    /// rt-audio or rt-video (seed 002 Table 1).
+    /// rt-audio or rt-video (Cota-Robles & Held's WDM latency study, 1999,
+    /// Table 1).
     #[arg(long, default_value = "rt-audio")]
     pub profile: String,
     /// Target mean time to underrun drawn on the MTTF plot.

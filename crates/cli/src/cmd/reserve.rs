@@ -51,12 +51,13 @@ pub struct Args {
     /// Write the run record (JSON) here.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Run seed 004's test application instead of a command.
+    /// Run the test application of Regehr's augmented-reservation study
+    /// (2001) instead of a command.
     #[arg(long)]
     test_app: bool,
     /// Several reservations for the test app, AMOUNT/PERIOD each (repeat
     /// the option, e.g. --reserve 4ms/20ms --reserve 3ms/10ms): each gets
-    /// a reserved thread, placed on the least-utilized CPU (seed 001) in a
+    /// a reserved thread, placed on the least-utilized CPU (as Rialto/NT does) in a
     /// one-CPU partition of its own. Replaces --budget, --period and --cpu.
     #[arg(long = "reserve", value_name = "AMOUNT/PERIOD")]
     reserve: Vec<String>,

@@ -16,6 +16,9 @@ use crate::error::{CliError, CliResult};
 use crate::opts;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  punctual simulate scenarios/nt-mmtimer-rounding.toml\n  punctual simulate scenarios/rez-network.toml --duration 60s --seed 7 --json r.json\n  punctual simulate scenarios/rez-network.toml --set task.t2.reserve.kind=rez-c --sweep task.t2.reserve.over=0..0.3/0.05 --table sweep.csv"
+)]
 pub struct Args {
     /// Scenario file (TOML; see docs/scenario-format.md).
     pub scenario: PathBuf,

@@ -11,6 +11,9 @@ use crate::opts;
 use crate::output::write_json;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  punctual sysinfo\n  punctual sysinfo --irqs --json facts.json"
+)]
 pub struct Args {
     /// Write a record (kind `sysinfo`, no series) with the facts here.
     #[arg(long)]

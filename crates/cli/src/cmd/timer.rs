@@ -20,6 +20,9 @@ use crate::opts;
 use crate::output::write_json;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause"
+)]
 pub struct Args {
     /// CPUs to measure: `0`, `0,1`, `0-3` or `all`.
     #[arg(long, default_value = "all")]

@@ -38,6 +38,9 @@ use crate::error::{CliError, CliResult};
 use crate::opts;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  punctual validate\n  punctual validate --cpu 1 --buffers 3 --buffer-len 1ms --compute 0.5ms --duration 30s\n  punctual validate --cpu 1 --load injector --records . --json v.json"
+)]
 pub struct Args {
     /// CPU on which the probe, the consumer and the load run.
     #[arg(long, default_value_t = 0)]
@@ -86,7 +89,7 @@ pub struct Case {
     pub timer_samples: u64,
     pub timer_max_ns: Nanos,
     pub slack_ns: Nanos,
-    /// Seed 002's P(latency > slack) per wake-up.
+    /// Cota-Robles & Held's P(latency > slack) per wake-up.
     pub forecast_probability: f64,
     /// The queue model (docs/forecast.md §3): what `forecast` prints.
     pub forecast_mttf_seconds: Option<f64>,
@@ -95,7 +98,7 @@ pub struct Case {
     pub forecast_extrapolated: bool,
     /// Underruns the queue model predicts for the consumer phase's length.
     pub predicted_underruns: f64,
-    /// Seed 002's first-order figure, for comparison.
+    /// Cota-Robles & Held's first-order figure, for comparison.
     pub seed_mttf_seconds: Option<f64>,
     pub predicted_underruns_seed: f64,
     pub ratio_seed: Option<f64>,
