@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use punctual_record::{Record, Source, Warning};
 use punctual_reserve::constraint::ConstraintRequest;
 use punctual_reserve::journal;
-use punctual_reserve::kernel::{self, Hrtick};
 use punctual_reserve::partition::Partition;
 use punctual_reserve::record::{self, Outcome};
 use punctual_reserve::session;
@@ -284,107 +283,29 @@ pub fn run(a: Args) -> CliResult {
             a.journal_dir.display()
         ))
     })?;
-    let mut warnings: Vec<Warning> = Vec::new();
-    let cfg = kernel::kernel_config();
-    let sched_dir = kernel::sched_debug_dir(Some(&mut jr));
-    let hr = kernel::hrtick_state(&cfg, sched_dir.as_deref());
-    let bw = kernel::bandwidth(sched_dir.as_deref());
-    if a.hrtick {
-        let dir = sched_dir.clone().unwrap_or_default();
-        kernel::enable_hrtick(&mut jr, &dir, &hr).map_err(CliError::usage)?;
-    }
-    let hr_now = if a.hrtick {
-        kernel::hrtick_state(&cfg, sched_dir.as_deref())
-    } else {
-        hr.clone()
-    };
-    let tick = cfg.hz.map(|hz| Nanos(1_000_000_000 / hz as u64));
-    let mut notes = Vec::new();
-    if hr_now.enforced_at_tick() {
-        let why = match &hr_now {
-            Hrtick::Off { feature } => format!("{feature} is off"),
-            Hrtick::NotBuilt => "the kernel has no HRTICK".into(),
-            Hrtick::Unknown { reason } => {
-                format!("HRTICK state unknown, kernel default is off: {reason}")
-            }
-            Hrtick::On { .. } => unreachable!(),
-        };
-        let tick_s = tick
-            .map(|t| t.to_string())
-            .unwrap_or_else(|| "unknown".into());
-        notes.push(format!(
-            "budgets are enforced at the tick ({tick_s}; {why})"
-        ));
-        if let Some(t) = tick {
-            if spec.target() < t * 10 {
-                warnings.push(Warning::Other {
-                    message: format!(
-                        "the budget {} is not much larger than the tick ({t}) and HRTICK is not on: the kernel stops a reservation only at a tick, so each period it can overrun by up to {t} and then starts the next one in debt{}",
-                        spec.target(),
-                        if matches!(hr_now, Hrtick::Off { .. }) { "; --hrtick enables precise enforcement for the run" } else { "" }
-                    ),
-                });
-            }
-        }
-    }
-    if cfg.irq_time_accounting == Some(false) {
-        warnings.push(Warning::NoIrqTimeAccounting);
-    }
-    let partition = match a.cpu {
-        Some(c) => Some(Partition::create(&mut jr, c).map_err(from_reserve)?),
-        None => None,
-    };
-    // Several reservations: placed by the shared plan in increasing order
-    // of CPU utilization, counting the deadline bandwidth already there;
-    // each CPU used gets a one-CPU partition.
-    let mut placed = Vec::new();
-    let mut parts = Vec::new();
-    if !several.is_empty() {
-        let cpus = match punctual_reserve::partition::find_cpuset_fs() {
-            Some(punctual_reserve::partition::CpusetFs::V1(root)) => {
-                punctual_live::sysinfo::parse_cpu_list(
-                    &std::fs::read_to_string(root.join("cpuset.cpus")).unwrap_or_default(),
-                )
-                .unwrap_or_default()
-            }
-            _ => opts::online_cpus(),
-        };
-        let existing = punctual_reserve::placement::existing_deadline_load();
-        let reqs: Vec<(Nanos, Nanos)> = several
-            .iter()
-            .map(|s| (s.admitted_runtime(), s.period))
-            .collect();
-        placed = punctual_reserve::placement::place(
-            &reqs,
-            &cpus,
-            &existing,
-            bw.limit_per_cpu_ratio.unwrap_or(1.0),
-        )
-        .map_err(CliError::usage)?;
-        notes.push(format!(
-            "placement (shared plan, least-utilized CPU first; {} existing deadline thread(s) counted):",
-            existing.len()
-        ));
-        for p in &placed {
-            notes.push(format!(
-                "  r{} {}/{} (admitted {}) -> CPU {}: reserved {:.1}% before, {:.1}% after",
-                p.index + 1,
-                several[p.index].budget,
-                p.period_ns,
-                p.runtime_ns,
-                p.cpu,
-                p.cpu_utilization_before_ratio * 100.0,
-                p.cpu_utilization_after_ratio * 100.0
-            ));
-        }
-        let mut used: Vec<u32> = placed.iter().map(|p| p.cpu).collect();
-        used.sort_unstable();
-        used.dedup();
-        parts = Partition::create_set(&mut jr, &used).map_err(from_reserve)?;
-    }
-    // The root domains' deadline totals before anything of this run is
-    // admitted in them: what the teardown waits to see again.
-    let rd_baseline = kernel::root_domain_bandwidth(sched_dir.as_deref());
+    let session::Prepared {
+        config: cfg,
+        sched_dir,
+        hrtick_before: hr,
+        hrtick_during: hr_now,
+        bandwidth: bw,
+        tick,
+        partition,
+        placed,
+        parts,
+        rd_baseline,
+        mut notes,
+        mut warnings,
+    } = session::prepare(
+        &mut jr,
+        session::Request {
+            spec: &spec,
+            several: &several,
+            cpu: a.cpu,
+            hrtick: a.hrtick,
+        },
+    )
+    .map_err(from_reserve)?;
     let memlock = punctual_live::rt::lock_memory();
     if let Err(e) = &memlock {
         warnings.push(Warning::NoMemlock {
