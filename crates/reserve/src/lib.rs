@@ -18,6 +18,7 @@ pub mod journal;
 pub mod kernel;
 pub mod partition;
 pub mod placement;
+pub mod record;
 pub mod session;
 pub mod spec;
 pub mod testapp;

@@ -7,12 +7,16 @@
 //! zero; so after undoing a dead run's journal the totals are watched and
 //! repaired ([`kernel::repair_negative_totals`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use punctual_live::restore::{cleanup_stale, CleanupReport};
+use punctual_record::Warning;
 use punctual_units::Nanos;
 
-use crate::{journal, kernel, partition};
+use crate::kernel::Hrtick;
+use crate::partition::Partition;
+use crate::placement::Placed;
+use crate::{journal, kernel, partition, placement, ReserveError, Spec};
 
 /// One line for a root-domain repair: what was wrong and whether the
 /// rebuild cleared it.
@@ -133,8 +137,7 @@ pub struct Teardown {
 
 impl Teardown {
     /// The warnings a record of the run carries for it.
-    pub fn warnings(&self) -> Vec<punctual_record::Warning> {
-        use punctual_record::Warning;
+    pub fn warnings(&self) -> Vec<Warning> {
         let mut w = Vec::new();
         match &self.repair {
             Ok(Some(r)) => w.push(Warning::Other {
@@ -175,7 +178,7 @@ pub fn teardown(
     journal: &mut journal::Journal,
     sched_dir: Option<&Path>,
     baseline: &[(u32, f64)],
-    partitions: Vec<partition::Partition>,
+    partitions: Vec<Partition>,
     release_bound: Nanos,
 ) -> Teardown {
     let cpus: Vec<u32> = partitions.iter().map(|p| p.cpu).collect();
@@ -208,4 +211,160 @@ pub fn teardown(
         repair,
         restore_errors,
     }
+}
+
+/// What a run asks of the machine before its threads start.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// The one reservation (the first, with several).
+    pub spec: &'a Spec,
+    /// Several reservations to place on CPUs (`--reserve` more than once);
+    /// empty for one.
+    pub several: &'a [Spec],
+    /// `--cpu`: the one reservation's own partition.
+    pub cpu: Option<u32>,
+    /// `--hrtick`: precise enforcement for the run.
+    pub hrtick: bool,
+}
+
+/// The machine made ready for a run: what the kernel does for it, and the
+/// partitions it got (all journaled).
+#[derive(Debug)]
+pub struct Prepared {
+    pub config: kernel::KernelConfig,
+    /// Where sched/features and sched/debug are read.
+    pub sched_dir: Option<PathBuf>,
+    pub hrtick_before: Hrtick,
+    pub hrtick_during: Hrtick,
+    pub bandwidth: kernel::Bandwidth,
+    /// One tick (1/CONFIG_HZ), when known.
+    pub tick: Option<Nanos>,
+    /// `--cpu`'s partition.
+    pub partition: Option<Partition>,
+    /// Several reservations: where each went, and a partition per CPU used.
+    pub placed: Vec<Placed>,
+    pub parts: Vec<Partition>,
+    /// The root domains' deadline totals before anything of this run is
+    /// admitted in them: what the teardown waits to see again.
+    pub rd_baseline: Vec<(u32, f64)>,
+    /// Lines the run's summary shows.
+    pub notes: Vec<String>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Reads what the kernel will do (tick or HRTICK enforcement, deadline
+/// bandwidth), turns HRTICK on if asked, and makes the partitions: for
+/// `--cpu`, or one per CPU the shared plan places several reservations on
+/// (least-utilized CPU first, counting the deadline bandwidth already
+/// there). Every change is journaled in `journal` first.
+pub fn prepare(journal: &mut journal::Journal, req: Request) -> Result<Prepared, ReserveError> {
+    let mut warnings: Vec<Warning> = Vec::new();
+    let cfg = kernel::kernel_config();
+    let sched_dir = kernel::sched_debug_dir(Some(journal));
+    let hr = kernel::hrtick_state(&cfg, sched_dir.as_deref());
+    let bw = kernel::bandwidth(sched_dir.as_deref());
+    if req.hrtick {
+        let dir = sched_dir.clone().unwrap_or_default();
+        kernel::enable_hrtick(journal, &dir, &hr).map_err(ReserveError::Refused)?;
+    }
+    let hr_now = if req.hrtick {
+        kernel::hrtick_state(&cfg, sched_dir.as_deref())
+    } else {
+        hr.clone()
+    };
+    let tick = cfg.hz.map(|hz| Nanos(1_000_000_000 / hz as u64));
+    let mut notes = Vec::new();
+    if hr_now.enforced_at_tick() {
+        let why = match &hr_now {
+            Hrtick::Off { feature } => format!("{feature} is off"),
+            Hrtick::NotBuilt => "the kernel has no HRTICK".into(),
+            Hrtick::Unknown { reason } => {
+                format!("HRTICK state unknown, kernel default is off: {reason}")
+            }
+            Hrtick::On { .. } => unreachable!(),
+        };
+        let tick_s = tick
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "unknown".into());
+        notes.push(format!(
+            "budgets are enforced at the tick ({tick_s}; {why})"
+        ));
+        if let Some(t) = tick {
+            if req.spec.target() < t * 10 {
+                warnings.push(Warning::Other {
+                    message: format!(
+                        "the budget {} is not much larger than the tick ({t}) and HRTICK is not on: the kernel stops a reservation only at a tick, so each period it can overrun by up to {t} and then starts the next one in debt{}",
+                        req.spec.target(),
+                        if matches!(hr_now, Hrtick::Off { .. }) { "; --hrtick enables precise enforcement for the run" } else { "" }
+                    ),
+                });
+            }
+        }
+    }
+    if cfg.irq_time_accounting == Some(false) {
+        warnings.push(Warning::NoIrqTimeAccounting);
+    }
+    let partition = match req.cpu {
+        Some(c) => Some(Partition::create(journal, c)?),
+        None => None,
+    };
+    let mut placed = Vec::new();
+    let mut parts = Vec::new();
+    if !req.several.is_empty() {
+        let cpus = match partition::find_cpuset_fs() {
+            Some(partition::CpusetFs::V1(root)) => punctual_live::sysinfo::parse_cpu_list(
+                &std::fs::read_to_string(root.join("cpuset.cpus")).unwrap_or_default(),
+            )
+            .unwrap_or_default(),
+            _ => punctual_live::sysinfo::online_cpus(),
+        };
+        let existing = placement::existing_deadline_load();
+        let reqs: Vec<(Nanos, Nanos)> = req
+            .several
+            .iter()
+            .map(|s| (s.admitted_runtime(), s.period))
+            .collect();
+        placed = placement::place(
+            &reqs,
+            &cpus,
+            &existing,
+            bw.limit_per_cpu_ratio.unwrap_or(1.0),
+        )
+        .map_err(ReserveError::Refused)?;
+        notes.push(format!(
+            "placement (shared plan, least-utilized CPU first; {} existing deadline thread(s) counted):",
+            existing.len()
+        ));
+        for p in &placed {
+            notes.push(format!(
+                "  r{} {}/{} (admitted {}) -> CPU {}: reserved {:.1}% before, {:.1}% after",
+                p.index + 1,
+                req.several[p.index].budget,
+                p.period_ns,
+                p.runtime_ns,
+                p.cpu,
+                p.cpu_utilization_before_ratio * 100.0,
+                p.cpu_utilization_after_ratio * 100.0
+            ));
+        }
+        let mut used: Vec<u32> = placed.iter().map(|p| p.cpu).collect();
+        used.sort_unstable();
+        used.dedup();
+        parts = Partition::create_set(journal, &used)?;
+    }
+    let rd_baseline = kernel::root_domain_bandwidth(sched_dir.as_deref());
+    Ok(Prepared {
+        config: cfg,
+        sched_dir,
+        hrtick_before: hr,
+        hrtick_during: hr_now,
+        bandwidth: bw,
+        tick,
+        partition,
+        placed,
+        parts,
+        rd_baseline,
+        notes,
+        warnings,
+    })
 }

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use punctual_record::{Record, Source, Warning};
 use punctual_reserve::constraint::ConstraintRequest;
 use punctual_reserve::journal;
-use punctual_reserve::kernel::{self, Hrtick};
 use punctual_reserve::partition::Partition;
+use punctual_reserve::record::{self, Outcome};
 use punctual_reserve::session;
 use punctual_reserve::{command, testapp, Mode, ReserveError, Spec};
 use punctual_units::{parse_ratio, Nanos};
@@ -284,107 +284,29 @@ pub fn run(a: Args) -> CliResult {
             a.journal_dir.display()
         ))
     })?;
-    let mut warnings: Vec<Warning> = Vec::new();
-    let cfg = kernel::kernel_config();
-    let sched_dir = kernel::sched_debug_dir(Some(&mut jr));
-    let hr = kernel::hrtick_state(&cfg, sched_dir.as_deref());
-    let bw = kernel::bandwidth(sched_dir.as_deref());
-    if a.hrtick {
-        let dir = sched_dir.clone().unwrap_or_default();
-        kernel::enable_hrtick(&mut jr, &dir, &hr).map_err(CliError::usage)?;
-    }
-    let hr_now = if a.hrtick {
-        kernel::hrtick_state(&cfg, sched_dir.as_deref())
-    } else {
-        hr.clone()
-    };
-    let tick = cfg.hz.map(|hz| Nanos(1_000_000_000 / hz as u64));
-    let mut notes = Vec::new();
-    if hr_now.enforced_at_tick() {
-        let why = match &hr_now {
-            Hrtick::Off { feature } => format!("{feature} is off"),
-            Hrtick::NotBuilt => "the kernel has no HRTICK".into(),
-            Hrtick::Unknown { reason } => {
-                format!("HRTICK state unknown, kernel default is off: {reason}")
-            }
-            Hrtick::On { .. } => unreachable!(),
-        };
-        let tick_s = tick
-            .map(|t| t.to_string())
-            .unwrap_or_else(|| "unknown".into());
-        notes.push(format!(
-            "budgets are enforced at the tick ({tick_s}; {why})"
-        ));
-        if let Some(t) = tick {
-            if spec.target() < t * 10 {
-                warnings.push(Warning::Other {
-                    message: format!(
-                        "the budget {} is not much larger than the tick ({t}) and HRTICK is not on: the kernel stops a reservation only at a tick, so each period it can overrun by up to {t} and then starts the next one in debt{}",
-                        spec.target(),
-                        if matches!(hr_now, Hrtick::Off { .. }) { "; --hrtick enables precise enforcement for the run" } else { "" }
-                    ),
-                });
-            }
-        }
-    }
-    if cfg.irq_time_accounting == Some(false) {
-        warnings.push(Warning::NoIrqTimeAccounting);
-    }
-    let partition = match a.cpu {
-        Some(c) => Some(Partition::create(&mut jr, c).map_err(from_reserve)?),
-        None => None,
-    };
-    // Several reservations: placed by the shared plan in increasing order
-    // of CPU utilization, counting the deadline bandwidth already there;
-    // each CPU used gets a one-CPU partition.
-    let mut placed = Vec::new();
-    let mut parts = Vec::new();
-    if !several.is_empty() {
-        let cpus = match punctual_reserve::partition::find_cpuset_fs() {
-            Some(punctual_reserve::partition::CpusetFs::V1(root)) => {
-                punctual_live::sysinfo::parse_cpu_list(
-                    &std::fs::read_to_string(root.join("cpuset.cpus")).unwrap_or_default(),
-                )
-                .unwrap_or_default()
-            }
-            _ => opts::online_cpus(),
-        };
-        let existing = punctual_reserve::placement::existing_deadline_load();
-        let reqs: Vec<(Nanos, Nanos)> = several
-            .iter()
-            .map(|s| (s.admitted_runtime(), s.period))
-            .collect();
-        placed = punctual_reserve::placement::place(
-            &reqs,
-            &cpus,
-            &existing,
-            bw.limit_per_cpu_ratio.unwrap_or(1.0),
-        )
-        .map_err(CliError::usage)?;
-        notes.push(format!(
-            "placement (shared plan, least-utilized CPU first; {} existing deadline thread(s) counted):",
-            existing.len()
-        ));
-        for p in &placed {
-            notes.push(format!(
-                "  r{} {}/{} (admitted {}) -> CPU {}: reserved {:.1}% before, {:.1}% after",
-                p.index + 1,
-                several[p.index].budget,
-                p.period_ns,
-                p.runtime_ns,
-                p.cpu,
-                p.cpu_utilization_before_ratio * 100.0,
-                p.cpu_utilization_after_ratio * 100.0
-            ));
-        }
-        let mut used: Vec<u32> = placed.iter().map(|p| p.cpu).collect();
-        used.sort_unstable();
-        used.dedup();
-        parts = Partition::create_set(&mut jr, &used).map_err(from_reserve)?;
-    }
-    // The root domains' deadline totals before anything of this run is
-    // admitted in them: what the teardown waits to see again.
-    let rd_baseline = kernel::root_domain_bandwidth(sched_dir.as_deref());
+    let session::Prepared {
+        config: cfg,
+        sched_dir,
+        hrtick_before: hr,
+        hrtick_during: hr_now,
+        bandwidth: bw,
+        tick,
+        partition,
+        placed,
+        parts,
+        rd_baseline,
+        mut notes,
+        mut warnings,
+    } = session::prepare(
+        &mut jr,
+        session::Request {
+            spec: &spec,
+            several: &several,
+            cpu: a.cpu,
+            hrtick: a.hrtick,
+        },
+    )
+    .map_err(from_reserve)?;
     let memlock = punctual_live::rt::lock_memory();
     if let Err(e) = &memlock {
         warnings.push(Warning::NoMemlock {
@@ -515,21 +437,29 @@ pub fn run(a: Args) -> CliResult {
     );
     warnings.extend(teardown.warnings());
     let outcome = result.map_err(from_reserve)?;
-    fill_record(
-        &mut rec, &a, &spec, &outcome, &hr, &hr_now, &bw, cfg.hz, asked,
-    );
-    if let Some(q) = &teardown.quiesce {
-        rec.extra.insert(
-            "teardown_wait".into(),
-            serde_json::to_value(q).unwrap_or_default(),
-        );
-    }
-    if let Ok(Some(r)) = &teardown.repair {
-        rec.extra.insert(
-            "root_domain_repair".into(),
-            serde_json::to_value(r).unwrap_or_default(),
-        );
-    }
+    let settings = record::Settings {
+        cpu: a.cpu,
+        hrtick: a.hrtick,
+        gap_threshold: a.gap_threshold,
+        test_app: a.test_app,
+        threads: a.threads,
+        duration: a.duration,
+        asked,
+        constraint: a.constraint.clone(),
+        reserve: a.reserve.clone(),
+        command: a.command.clone(),
+        interrupted: crate::interrupt::interrupted(&crate::interrupt::stop_flag()),
+    };
+    let facts = record::KernelFacts {
+        hrtick_before: hr,
+        hrtick_during: hr_now,
+        hz: cfg.hz,
+        bandwidth_at_start: bw,
+    };
+    let mut report = record::fill_record(&mut rec, &settings, &spec, &outcome, &facts);
+    report.teardown_wait = teardown.quiesce.clone();
+    report.root_domain_repair = teardown.repair.clone().ok().flatten();
+    report.write_into(&mut rec);
     rec.warnings.extend(warnings);
     if let Some(p) = &a.json {
         crate::output::write_record(&rec, p)?;
@@ -548,216 +478,6 @@ pub fn run(a: Args) -> CliResult {
         }
     }
     Ok(())
-}
-
-enum Outcome {
-    App(Box<testapp::Outcome>),
-    Cmd(Box<command::Outcome>),
-    Several(Vec<(punctual_reserve::placement::Placed, testapp::Outcome)>),
-}
-
-#[allow(clippy::too_many_arguments)]
-fn fill_record(
-    rec: &mut Record,
-    a: &Args,
-    spec: &Spec,
-    outcome: &Outcome,
-    hr: &Hrtick,
-    hr_now: &Hrtick,
-    bw: &kernel::Bandwidth,
-    hz: Option<u32>,
-    asked: Nanos,
-) {
-    // With several reservations their amounts are in `config.reserve` and
-    // `extra.reservations`; the single-reservation keys would only name
-    // the first.
-    if !matches!(outcome, Outcome::Several(_)) {
-        rec.set_config("budget_ns", spec.budget);
-        rec.set_config("period_ns", spec.period);
-        rec.set_config("deadline_ns", spec.deadline);
-        rec.set_config("requested_ns", spec.target());
-        rec.set_config("max_budget_ns", spec.max_budget);
-    }
-    rec.set_config("mode", spec.mode);
-    rec.set_config("gain_ratio", spec.gain_ratio);
-    rec.set_config("over_reserve_ratio", spec.over_reserve_ratio);
-    rec.set_config("cpu", a.cpu);
-    rec.set_config("hrtick_asked", a.hrtick);
-    rec.set_config("gap_threshold_ns", a.gap_threshold);
-    if a.test_app {
-        rec.set_config("test_app_threads", a.threads);
-        rec.set_config("duration_ns", asked);
-        if let Some(c) = &a.constraint {
-            rec.set_config("constraint", c);
-        }
-    } else {
-        let argv: Vec<String> = a
-            .command
-            .iter()
-            .map(|s| s.to_string_lossy().into())
-            .collect();
-        rec.set_config("command", argv);
-        rec.set_config("duration_ns", a.duration);
-    }
-    let ser = |v: &dyn erased::Ser| v.value();
-    rec.extra.insert("hrtick_before".into(), ser(hr));
-    rec.extra.insert("hrtick_during".into(), ser(hr_now));
-    rec.extra.insert("hz".into(), serde_json::json!(hz));
-    rec.extra.insert("bandwidth_at_start".into(), ser(bw));
-    match outcome {
-        Outcome::Several(v) => {
-            rec.duration_ns = v.iter().map(|(_, o)| o.elapsed).max().unwrap_or_default();
-            rec.interrupted = v.iter().any(|(_, o)| o.interrupted);
-            let mut per = Vec::new();
-            for (p, o) in v {
-                rec.periods.extend(o.periods.iter().cloned());
-                rec.periods_dropped += o.periods_dropped;
-                rec.period_summary.push(o.summary.clone());
-                rec.series.push(o.received.clone());
-                rec.series.push(o.gaps.clone());
-                rec.stolen.push(o.stolen.clone());
-                per.push(serde_json::json!({
-                    "task": o.summary.task,
-                    "cpu": p.cpu,
-                    "budget_ns": o.summary.reserved_ns,
-                    "period_ns": p.period_ns,
-                    "admitted_ns": p.runtime_ns,
-                    "requested_mean_ns": o.requested_mean_ns,
-                    "charged_total_ns": o.charged_total_ns,
-                    "controller_overhead_ns": o.controller_overhead_ns,
-                }));
-            }
-            rec.set_config("reserve", a.reserve.clone());
-            rec.set_config("test_app_threads", a.threads);
-            rec.set_config("duration_ns", asked);
-            rec.extra.insert(
-                "placement".into(),
-                ser(&v.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>()),
-            );
-            rec.extra
-                .insert("reservations".into(), serde_json::json!(per));
-            rec.extra
-                .insert("received_source".into(), serde_json::json!("polling"));
-        }
-        Outcome::App(o) => {
-            rec.duration_ns = o.elapsed;
-            rec.interrupted = o.interrupted;
-            if o.interrupted {
-                rec.warnings.push(Warning::Interrupted {
-                    completed_ns: o.elapsed.0,
-                    asked_ns: asked.0,
-                });
-            }
-            rec.periods = o.periods.clone();
-            rec.periods_dropped = o.periods_dropped;
-            rec.period_summary = vec![o.summary.clone()];
-            rec.series = vec![o.received.clone(), o.gaps.clone()];
-            rec.stolen = vec![o.stolen.clone()];
-            let reserved_total = spec.budget.0 as f64 * o.summary.periods.max(1) as f64;
-            rec.extra
-                .insert("received_source".into(), serde_json::json!("polling"));
-            rec.extra
-                .insert("period_charged_ns".into(), serde_json::json!(o.charged_ns));
-            rec.extra.insert(
-                "charged_total_ns".into(),
-                serde_json::json!(o.charged_total_ns),
-            );
-            rec.extra.insert(
-                "requested_mean_ns".into(),
-                serde_json::json!(o.requested_mean_ns),
-            );
-            rec.extra.insert(
-                "controller".into(),
-                serde_json::json!({
-                    "updates": o.controller_updates,
-                    "applied": o.controller_applied,
-                    "enforce_overhead_ns": o.enforce_overhead_ns,
-                    "enforce_overhead_ratio_of_reserved": o.enforce_overhead_ns.0 as f64 / reserved_total,
-                    "overhead_ns": o.controller_overhead_ns,
-                    "overhead_ratio_of_reserved": o.controller_overhead_ns.0 as f64 / reserved_total,
-                    "setattr_refusals": o.setattr_refusals,
-                    "clamped_periods": o.clamped_periods,
-                }),
-            );
-            rec.extra.insert("background".into(), ser(&o.background));
-            if let Some(c) = &o.constraint {
-                rec.extra.insert("constraint".into(), ser(c));
-            }
-        }
-        Outcome::Cmd(c) => {
-            rec.duration_ns = c.elapsed;
-            rec.interrupted = crate::interrupt::interrupted(&crate::interrupt::stop_flag());
-            rec.periods = c.periods.clone();
-            rec.periods_dropped = c.periods_dropped;
-            rec.period_summary = vec![c.summary.clone()];
-            rec.extra.insert(
-                "received_source".into(),
-                serde_json::json!(c.received_source),
-            );
-            rec.extra
-                .insert("period_charged_ns".into(), serde_json::json!(c.charged_ns));
-            rec.extra.insert(
-                "charged_total_ns".into(),
-                serde_json::json!(c.charged_total_ns),
-            );
-            rec.extra.insert(
-                "schedstat_charged_total_ns".into(),
-                serde_json::json!(c.schedstat_total_ns),
-            );
-            rec.extra.insert(
-                "requested_mean_ns".into(),
-                serde_json::json!(c.requested_mean_ns),
-            );
-            let reserved_total = spec.budget.0 as f64 * c.summary.periods.max(1) as f64;
-            rec.extra.insert(
-                "controller".into(),
-                serde_json::json!({
-                    "updates": c.controller_updates,
-                    "applied": c.controller_applied,
-                    "overhead_ns": c.controller_overhead_ns,
-                    "overhead_ratio_of_reserved": c.controller_overhead_ns.0 as f64 / reserved_total,
-                    "setattr_refusals": c.setattr_refusals,
-                    "clamped_periods": c.clamped_periods,
-                }),
-            );
-            rec.extra.insert(
-                "misses".into(),
-                serde_json::json!({
-                    "short_charged": c.misses_short_charged,
-                    "stolen": c.misses_stolen,
-                }),
-            );
-            rec.extra.insert(
-                "trace".into(),
-                serde_json::json!({
-                    "events": c.trace_events,
-                    "lost_events": c.trace_lost_events,
-                    "incomplete_periods": c.incomplete_periods,
-                }),
-            );
-            if let Some(why) = &c.no_tracing {
-                rec.warnings.push(Warning::Other {
-                    message: format!("kernel tracing unavailable ({why}): received is the charged CPU time from schedstat, and stolen time is unknown"),
-                });
-            }
-            rec.extra
-                .insert("exit_code".into(), serde_json::json!(c.exit_code));
-            for w in &c.warnings {
-                rec.warnings.push(Warning::Other { message: w.clone() });
-            }
-        }
-    }
-}
-
-mod erased {
-    pub trait Ser {
-        fn value(&self) -> serde_json::Value;
-    }
-    impl<T: serde::Serialize> Ser for T {
-        fn value(&self) -> serde_json::Value {
-            serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
-        }
-    }
 }
 
 fn summary(rec: &Record, a: &Args, spec: &Spec, outcome: &Outcome, notes: &[String]) -> String {
