@@ -197,7 +197,9 @@ fn simulate(text: &str, seed: u64, duration: Nanos) -> Record {
 /// The forecast of one short record: (rate, lo, hi) underruns per second.
 fn forecast(rec: &Record) -> Option<(f64, f64, f64)> {
     let s = rec.series_named("probe.latency")?;
-    let mut m = TailModel::new(s, rec.duration_ns).ok()?;
+    let mut m = TailModel::new(s, rec.duration_ns)
+        .ok()?
+        .with_spike_log(rec, s);
     if std::env::var_os("CAL_RENEWAL").is_some() {
         m = m.with_record_spikes(rec, s);
     }

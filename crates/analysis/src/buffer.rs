@@ -197,8 +197,11 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     // variances add (delta method: the rate is proportional to the stall
     // rate to first order), so the interval is that of an effective count
     // k_e with 1/k_e = 1/k_eff + 1/n_s.
-    let k_eff = q.underrun_probability * n;
-    let n_s = stall_count(m, &q.stalls);
+    // A stall several periods long makes a run of late wake-ups, each
+    // counted in the histogram but all one event: both counts are divided
+    // by the mean run length the spike log shows at their level.
+    let k_eff = q.underrun_probability * n / run_length(m, slack);
+    let n_s = stall_count(m, &q.stalls) / run_length(m, q.stalls.threshold_ns);
     let k_e = if n_s > 0.0 && k_eff > 0.0 {
         1.0 / (1.0 / k_eff + 1.0 / n_s)
     } else {
@@ -284,6 +287,25 @@ fn stall_count(m: &TailModel, st: &queue::StallModel) -> f64 {
         None if st.rate_per_s > 0.0 => m.tail.count_above(st.threshold_ns.0 as f64) as f64,
         None => 0.0,
     }
+}
+
+/// Mean number of consecutive periods late beyond `level` per run, from
+/// the spike log's time stamps: a wake-up within two periods of the
+/// previous one beyond the level continues its run. 1 without a log.
+fn run_length(m: &TailModel, level: Nanos) -> f64 {
+    let mut at: Vec<u64> = m
+        .spike_log
+        .iter()
+        .filter(|(_, v)| *v > level)
+        .map(|(t, _)| t.0)
+        .collect();
+    if at.len() < 2 {
+        return 1.0;
+    }
+    at.sort_unstable();
+    let gap = 2 * m.sample_period_ns.0;
+    let runs = 1 + at.windows(2).filter(|w| w[1] - w[0] > gap).count();
+    at.len() as f64 / runs as f64
 }
 
 /// One row of an MTTF-versus-buffering table.
@@ -572,6 +594,31 @@ mod tests {
             "{hi_ratio} vs {}",
             hi_e / k_e
         );
+    }
+
+    /// Three stalls of 10 ms seen as runs of ten consecutive late
+    /// wake-ups (a queued probe) are three events, not thirty; isolated
+    /// late wake-ups are one each; no log counts every wake-up.
+    #[test]
+    fn runs_of_late_wake_ups_count_once() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        r.record(Nanos::from_us(20));
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let mut m = TailModel::new(&s, Nanos::ZERO).unwrap();
+        assert_eq!(run_length(&m, Nanos::from_us(500)), 1.0);
+        for start in [1_000u64, 5_000, 9_000] {
+            for k in 0..10u64 {
+                m.spike_log
+                    .push((Nanos::from_ms(start + k), Nanos::from_ms(10 - k)));
+            }
+        }
+        assert!((run_length(&m, Nanos::from_us(500)) - 10.0).abs() < 1e-12);
+        // Above 5 ms only the first five of each run: still three runs.
+        assert!((run_length(&m, Nanos::from_ms(5)) - 5.0).abs() < 1e-12);
+        m.spike_log = (0..10u64)
+            .map(|i| (Nanos::from_ms(100 * i), Nanos::from_ms(3)))
+            .collect();
+        assert_eq!(run_length(&m, Nanos::from_us(500)), 1.0);
     }
 
     #[test]
