@@ -190,13 +190,32 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         }
     };
     let model_rate = q.rate_per_s + extra(p.probability) * per_s;
-    let k_eff = q.underrun_probability * n;
-    let k = k_eff.round() as u64;
+    // The interval counts two errors: the randomness of the underruns the
+    // model implies within the record (k_eff of them), and the error in
+    // estimating the stall process they come from, which rests on the
+    // stalls the record saw (n_s). Both are Poisson counts; the relative
+    // variances add (delta method: the rate is proportional to the stall
+    // rate to first order), so the interval is that of an effective count
+    // k_e with 1/k_e = 1/k_eff + 1/n_s.
+    // A stall several periods long makes a run of late wake-ups, each
+    // counted in the histogram but all one event: both counts are divided
+    // by the mean run length the spike log shows at their level.
+    let k_eff = q.underrun_probability * n / run_length(m, slack);
+    let n_s = stall_count(m, &q.stalls) / run_length(m, q.stalls.threshold_ns);
+    let k_e = if n_s > 0.0 && k_eff > 0.0 {
+        1.0 / (1.0 / k_eff + 1.0 / n_s)
+    } else {
+        k_eff
+    };
+    let k = k_e.round() as u64;
     let (lo, hi) = poisson_ci95(k);
     let (rlo, rhi) = if k == 0 {
-        (0.0, hi / n * per_s)
+        (
+            0.0,
+            (hi / n * per_s).max(q.rate_per_s * hi / k_e.max(1e-300)),
+        )
     } else {
-        (q.rate_per_s * lo / k_eff, q.rate_per_s * hi / k_eff)
+        (q.rate_per_s * lo / k_e, q.rate_per_s * hi / k_e)
     };
     let (rate_lo, rate_hi) = (
         rlo + extra(p.ci_low) * per_s,
@@ -258,6 +277,35 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         exceedance: p,
         assumptions,
     })
+}
+
+/// The stalls a stall model was estimated from: gaps counted by a
+/// running thread, or the record's wake-ups beyond the stall threshold.
+fn stall_count(m: &TailModel, st: &queue::StallModel) -> f64 {
+    match &st.noise {
+        Some(ns) => ns.gaps as f64,
+        None if st.rate_per_s > 0.0 => m.tail.count_above(st.threshold_ns.0 as f64) as f64,
+        None => 0.0,
+    }
+}
+
+/// Mean number of consecutive periods late beyond `level` per run, from
+/// the spike log's time stamps: a wake-up within two periods of the
+/// previous one beyond the level continues its run. 1 without a log.
+fn run_length(m: &TailModel, level: Nanos) -> f64 {
+    let mut at: Vec<u64> = m
+        .spike_log
+        .iter()
+        .filter(|(_, v)| *v > level)
+        .map(|(t, _)| t.0)
+        .collect();
+    if at.len() < 2 {
+        return 1.0;
+    }
+    at.sort_unstable();
+    let gap = 2 * m.sample_period_ns.0;
+    let runs = 1 + at.windows(2).filter(|w| w[1] - w[0] > gap).count();
+    at.len() as f64 / runs as f64
 }
 
 /// One row of an MTTF-versus-buffering table.
@@ -508,6 +556,69 @@ mod tests {
         assert!((mt - 0.0207).abs() < 0.0015, "{mt}");
         let q = x.mttf_seconds.unwrap();
         assert!((q - 0.0116).abs() < 0.001, "{q}");
+    }
+
+    /// 20 stalls of 3 ms in 100 s: the underruns they imply are about as
+    /// many as the stalls, so the error in the stall rate matters as much
+    /// as the counting error of the underruns, and the interval is that
+    /// of about half the count (1/k_e = 1/k + 1/n_s), wider than Poisson
+    /// counting alone would give.
+    #[test]
+    fn interval_counts_the_error_in_the_stall_process() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        for i in 0..100_000u64 {
+            r.record(Nanos::from_us(if i % 5000 == 0 {
+                3000
+            } else {
+                20 + i % 7
+            }));
+        }
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let m = TailModel::new(&s, Nanos::ZERO).unwrap();
+        let b = Buffering::new(2, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let x = mttf(&m, &b).unwrap();
+        let k_eff = x.queue.underrun_probability * 100_000.0;
+        let n_s = stall_count(&m, &x.queue.stalls);
+        assert!(n_s >= 20.0, "{n_s}");
+        let (_, hi_counting) = poisson_ci95(k_eff.round() as u64);
+        let hi_ratio = x.rate_ci_high_per_s / x.queue.rate_per_s;
+        assert!(
+            hi_ratio > 1.15 * hi_counting / k_eff,
+            "{hi_ratio} vs {}",
+            hi_counting / k_eff
+        );
+        let k_e = 1.0 / (1.0 / k_eff + 1.0 / n_s);
+        let (_, hi_e) = poisson_ci95(k_e.round() as u64);
+        assert!(
+            (hi_ratio - hi_e / k_e).abs() < 1e-9 * hi_ratio,
+            "{hi_ratio} vs {}",
+            hi_e / k_e
+        );
+    }
+
+    /// Three stalls of 10 ms seen as runs of ten consecutive late
+    /// wake-ups (a queued probe) are three events, not thirty; isolated
+    /// late wake-ups are one each; no log counts every wake-up.
+    #[test]
+    fn runs_of_late_wake_ups_count_once() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        r.record(Nanos::from_us(20));
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let mut m = TailModel::new(&s, Nanos::ZERO).unwrap();
+        assert_eq!(run_length(&m, Nanos::from_us(500)), 1.0);
+        for start in [1_000u64, 5_000, 9_000] {
+            for k in 0..10u64 {
+                m.spike_log
+                    .push((Nanos::from_ms(start + k), Nanos::from_ms(10 - k)));
+            }
+        }
+        assert!((run_length(&m, Nanos::from_us(500)) - 10.0).abs() < 1e-12);
+        // Above 5 ms only the first five of each run: still three runs.
+        assert!((run_length(&m, Nanos::from_ms(5)) - 5.0).abs() < 1e-12);
+        m.spike_log = (0..10u64)
+            .map(|i| (Nanos::from_ms(100 * i), Nanos::from_ms(3)))
+            .collect();
+        assert_eq!(run_length(&m, Nanos::from_us(500)), 1.0);
     }
 
     #[test]

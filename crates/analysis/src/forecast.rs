@@ -85,7 +85,23 @@ pub struct TailModel {
     /// set, the queue model takes its stall term from here instead of
     /// inferring it from this series' tail; None keeps the inference.
     pub gap_stalls: Option<GapStalls>,
+    /// (time, value) of this series' wake-ups in the record's spike log:
+    /// which late wake-ups came in runs of consecutive periods (one long
+    /// stall), so the MTTF interval counts stalls, not wake-ups. Empty
+    /// without a spike log.
+    pub spike_log: Vec<(Nanos, Nanos)>,
     boot: Vec<GpdFit>,
+}
+
+/// The (time, value) of `rec`'s spikes that belong to `s` (same metric,
+/// CPU and task).
+fn own_spikes<'a>(rec: &'a Record, s: &'a Series) -> impl Iterator<Item = (Nanos, Nanos)> + 'a {
+    rec.spikes
+        .iter()
+        .filter(move |p| {
+            p.metric == s.metric && s.cpu.is_none_or(|c| c == p.cpu) && p.task == s.task
+        })
+        .map(|p| (p.at_ns, p.value_ns))
 }
 
 /// A noise record's gap histogram for one CPU, as the queue model's
@@ -177,6 +193,7 @@ impl TailModel {
             fit_quality: None,
             stall_times: None,
             gap_stalls: None,
+            spike_log: Vec::new(),
             boot: Vec::new(),
         };
         m.fit_tail();
@@ -200,14 +217,18 @@ impl TailModel {
     /// [`with_spikes`](Self::with_spikes) with the spikes of `rec` that
     /// belong to `s` (same metric, CPU and task).
     pub fn with_record_spikes(self, rec: &Record, s: &Series) -> TailModel {
-        let mine = rec
-            .spikes
-            .iter()
-            .filter(|p| {
-                p.metric == s.metric && s.cpu.is_none_or(|c| c == p.cpu) && p.task == s.task
-            })
-            .map(|p| (p.at_ns, p.value_ns));
-        self.with_spikes(mine, rec.spikes_dropped > 0)
+        let mine: Vec<(Nanos, Nanos)> = own_spikes(rec, s).collect();
+        let mut m = self.with_spikes(mine.iter().copied(), rec.spikes_dropped > 0);
+        m.spike_log = mine;
+        m
+    }
+
+    /// Keeps the time stamps of the series' wake-ups in `rec`'s spike log
+    /// for the MTTF interval (`spike_log`), without changing how stalls
+    /// arrive in the queue model.
+    pub fn with_spike_log(mut self, rec: &Record, s: &Series) -> TailModel {
+        self.spike_log = own_spikes(rec, s).collect();
+        self
     }
 
     /// Peaks over threshold with an automatic threshold: candidate

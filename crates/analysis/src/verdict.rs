@@ -172,7 +172,11 @@ fn tail_models(record: &Record) -> Vec<TailModel> {
         .series
         .iter()
         .filter(|s| latency_like(s.metric))
-        .filter_map(|s| TailModel::new(s, record.duration_ns).ok())
+        .filter_map(|s| {
+            TailModel::new(s, record.duration_ns)
+                .ok()
+                .map(|m| m.with_spike_log(record, s))
+        })
         .collect()
 }
 

@@ -71,6 +71,12 @@ pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
         .filter(|s| s.metric == Metric::Latency)
         .cloned()
         .collect();
+    timer_part.spikes = rec
+        .spikes
+        .iter()
+        .filter(|s| s.metric == Metric::Latency)
+        .cloned()
+        .collect();
     let mut models = punctual_analysis::verdict::models(&timer_part);
     punctual_analysis::verdict::attach_own_gaps(&mut models, rec);
     let mut v =

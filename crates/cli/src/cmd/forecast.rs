@@ -355,7 +355,7 @@ fn select(
                     if renewal {
                         m.with_record_spikes(rec, s)
                     } else {
-                        m
+                        m.with_spike_log(rec, s)
                     }
                 })
                 .map_err(|e| CliError::usage(format!("{shown}: {e}")))

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Calibration of the MTTF forecast and its verdicts against the simulator
+# as ground truth (docs/forecast.md §3.5).
+#
+# Usage: bench/calibration.sh [SEEDS] [SHORT] [LONG] [SHAPE]
+#   SEEDS  short records per shape (default 100)
+#   SHORT  length of each short record, a check's timer half (default 30s)
+#   LONG   simulated time of the consumer run that gives the truth (default 2h)
+#   SHAPE  only this shape (poisson, periodic, on/off, heavy, mixture, tick)
+#
+# For each interference shape: one long run of the consumer itself
+# (3 × 1 ms buffers, 0.5 ms compute) gives the true underrun rate; SEEDS
+# short runs of a 1 ms probe under the same noise are each forecast with
+# the queue model. Prints a markdown table: coverage of the nominal 95%
+# interval, decided verdicts (targets at 0.1, 0.3, 3 and 10 × the true
+# MTTF) and how many were wrong, median predicted ÷ true rate.
+# Deterministic (fixed seeds). About a minute on 2 cores after the build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p punctual-analysis --example calibration
+exec target/release/examples/calibration "${1:-100}" "${2:-30s}" "${3:-2h}" ${4:+"$4"}

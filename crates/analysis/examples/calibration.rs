@@ -1,0 +1,304 @@
+//! Calibration of the MTTF forecast against the simulator as ground truth
+//! (docs/forecast.md §3.5; run through `bench/calibration.sh`).
+//!
+//! For each interference shape, a long simulated run of the consumer
+//! itself (n buffers of t, compute c, at the probe's priority) gives the
+//! true underrun rate; many short runs of a 1 ms probe under the same
+//! noise (different seeds, the length of a `check`'s timer half) are each
+//! forecast as `punctual forecast` would. Per shape: how often the 95 %
+//! interval holds the true rate (coverage, nominal 95 %), how many
+//! decided verdicts against targets around the truth are wrong, and the
+//! median predicted ÷ true rate.
+//!
+//! `cargo run --release -p punctual-analysis --example calibration -- [SEEDS] [SHORT] [LONG]`
+
+use std::sync::{Arc, Mutex};
+
+use punctual_analysis::buffer::{mttf, Buffering, Compute};
+use punctual_analysis::forecast::TailModel;
+use punctual_analysis::verdict::state_of;
+use punctual_analysis::VerdictState;
+use punctual_record::Record;
+use punctual_units::{parse_duration, Nanos};
+
+/// One interference shape: the `[[noise]]` (and `[clock]`) tables it
+/// adds to both the probe's and the consumer's scenario.
+struct Shape {
+    name: &'static str,
+    what: &'static str,
+    toml: &'static str,
+    /// Probe and consumer released by a 1 ms timer on the scenario's
+    /// clock (so a tick clock rounds both), not at exact periods.
+    timer: bool,
+}
+
+const SHAPES: &[Shape] = &[
+    Shape {
+        name: "poisson",
+        what: "Poisson stalls, 0.5/s, exponential lengths of mean 1 ms",
+        toml: r#"
+[[noise]]
+name = "stalls"
+kind = "poisson"
+level = "stall"
+rate = 0.5
+duration = { exp = "1ms" }
+"#,
+        timer: false,
+    },
+    Shape {
+        name: "periodic",
+        what: "a 1 ms burst every 10.37 ms, plus Poisson stalls 0.3/s of mean 1 ms",
+        toml: r#"
+[[noise]]
+name = "burst"
+kind = "periodic"
+level = "stall"
+period = "10.37ms"
+duration = "1ms"
+[[noise]]
+name = "stalls"
+kind = "poisson"
+level = "stall"
+rate = 0.3
+duration = { exp = "1ms" }
+"#,
+        timer: false,
+    },
+    Shape {
+        name: "on/off",
+        what: "storms: 100 stalls/s of mean 300 µs during bursts of mean 100 ms, every ~5 s",
+        toml: r#"
+[[noise]]
+name = "storms"
+kind = "bursty"
+level = "stall"
+rate = 100.0
+burst_on = "100ms"
+burst_off = "5s"
+duration = { exp = "300us" }
+"#,
+        timer: false,
+    },
+    Shape {
+        name: "heavy",
+        what: "20/s stalls of 50 µs and 0.1/s of 3-20 ms",
+        toml: r#"
+[[noise]]
+name = "short"
+kind = "poisson"
+level = "stall"
+rate = 20.0
+duration = "50us"
+[[noise]]
+name = "long"
+kind = "poisson"
+level = "stall"
+rate = 0.1
+duration = { uniform = ["3ms", "20ms"] }
+"#,
+        timer: false,
+    },
+    Shape {
+        name: "mixture",
+        what: "a 0.5 ms burst every 4 ms, on/off storms and Poisson stalls",
+        toml: r#"
+[[noise]]
+name = "burst"
+kind = "periodic"
+level = "stall"
+period = "4ms"
+duration = "500us"
+[[noise]]
+name = "storms"
+kind = "bursty"
+level = "stall"
+rate = 50.0
+burst_on = "50ms"
+burst_off = "10s"
+duration = { exp = "300us" }
+[[noise]]
+name = "stalls"
+kind = "poisson"
+level = "stall"
+rate = 0.2
+duration = { exp = "1ms" }
+"#,
+        timer: false,
+    },
+    Shape {
+        name: "tick",
+        what: "probe and consumer on a 1 ms timer over a 976.5625 µs tick clock, Poisson stalls 0.5/s of mean 1 ms",
+        toml: r#"
+[clock]
+kind = "tick"
+period = "976.5625us"
+[[noise]]
+name = "stalls"
+kind = "poisson"
+level = "stall"
+rate = 0.5
+duration = { exp = "1ms" }
+"#,
+        timer: true,
+    },
+];
+
+const N: u32 = 3;
+const T_US: u64 = 1000;
+const C_US: u64 = 500;
+
+fn scenario(shape: &Shape, task: &str) -> String {
+    format!(
+        "[sim]\ndescription = \"calibration {}\"\nspike_threshold = \"100us\"\n{}\n{}",
+        shape.name, task, shape.toml
+    )
+}
+
+fn probe_task(shape: &Shape) -> String {
+    if shape.timer {
+        "[[timer]]\nname = \"t\"\nperiod = \"1ms\"\nmode = \"fixed\"\ntask = \"probe\"\n\
+         [[task]]\nname = \"probe\"\nkind = \"timer\"\npriority = 31\nexec = \"5us\"\n"
+            .to_string()
+    } else {
+        "[[task]]\nname = \"probe\"\nkind = \"periodic\"\npriority = 31\nperiod = \"1ms\"\nexec = \"5us\"\n"
+            .to_string()
+    }
+}
+
+/// The consumer: a job of c every t that underruns when it completes
+/// later than (n − 1)·t after its release.
+fn consumer_task(shape: &Shape) -> String {
+    if shape.timer {
+        format!(
+            "[[timer]]\nname = \"t\"\nperiod = \"{T_US}us\"\nmode = \"fixed\"\ntask = \"consumer\"\n\
+             [[task]]\nname = \"consumer\"\nkind = \"timer\"\npriority = 31\nexec = \"{C_US}us\"\ndeadline = \"{}us\"\n",
+            T_US * u64::from(N - 1)
+        )
+    } else {
+        format!(
+            "[[task]]\nname = \"consumer\"\nkind = \"periodic\"\npriority = 31\nperiod = \"{T_US}us\"\nexec = \"{C_US}us\"\nbuffers = {N}\n"
+        )
+    }
+}
+
+fn simulate(text: &str, seed: u64, duration: Nanos) -> Record {
+    let opts = punctual_sim::RunOptions {
+        seed: Some(seed),
+        duration: Some(duration),
+        timeline_window: Some(Nanos::ZERO),
+        ..Default::default()
+    };
+    let (scn, o) = punctual_sim::run_text("calibration.toml", text, &[], &opts)
+        .unwrap_or_else(|e| panic!("calibration scenario: {e}"));
+    punctual_sim::to_record(&scn, &o, &[])
+}
+
+/// The forecast of one short record: (rate, lo, hi) underruns per second.
+fn forecast(rec: &Record) -> Option<(f64, f64, f64)> {
+    let s = rec.series_named("probe.latency")?;
+    let mut m = TailModel::new(s, rec.duration_ns)
+        .ok()?
+        .with_spike_log(rec, s);
+    if std::env::var_os("CAL_RENEWAL").is_some() {
+        m = m.with_record_spikes(rec, s);
+    }
+    let b = Buffering::new(N, Nanos::from_us(T_US), Compute::Time(Nanos::from_us(C_US)));
+    let r = mttf(&m, &b).ok()?;
+    Some((
+        r.underrun_rate_per_s,
+        r.rate_ci_low_per_s,
+        r.rate_ci_high_per_s,
+    ))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let seeds: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(60);
+    let short = parse_duration(args.get(2).map(String::as_str).unwrap_or("30s")).unwrap();
+    let long = parse_duration(args.get(3).map(String::as_str).unwrap_or("2h")).unwrap();
+    let only: Option<&str> = args.get(4).map(String::as_str);
+    println!(
+        "consumer {N} × {T_US}us, compute {C_US}us; {seeds} records of {short} per shape, truth from {long}\n"
+    );
+    println!("| shape | true MTTF | coverage of 95% CI | decided | wrong decided | median predicted/true | what |");
+    println!("|---|---|---|---|---|---|---|");
+    for shape in SHAPES.iter().filter(|s| only.is_none_or(|o| o == s.name)) {
+        let truth_rec = simulate(&scenario(shape, &consumer_task(shape)), 0xCA11_B8A7, long);
+        let missed = truth_rec
+            .series_named("consumer.latency")
+            .map(|s| s.missed)
+            .unwrap_or(0);
+        let true_rate = missed as f64 / truth_rec.duration_ns.as_secs_f64();
+        let text = Arc::new(scenario(shape, &probe_task(shape)));
+        let results = Arc::new(Mutex::new(Vec::new()));
+        let next = Arc::new(Mutex::new(0u64));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (text, results, next) = (text.clone(), results.clone(), next.clone());
+                std::thread::spawn(move || loop {
+                    let i = {
+                        let mut n = next.lock().unwrap();
+                        if *n >= seeds {
+                            break;
+                        }
+                        *n += 1;
+                        *n
+                    };
+                    let rec = simulate(&text, 1000 + i, short);
+                    if let Some(f) = forecast(&rec) {
+                        results.lock().unwrap().push(f);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        let res = results.lock().unwrap().clone();
+        let covered = res
+            .iter()
+            .filter(|(_, lo, hi)| *lo <= true_rate && true_rate <= *hi)
+            .count();
+        let true_mttf = 1.0 / true_rate;
+        let (mut decided, mut wrong) = (0usize, 0usize);
+        for (_, lo, hi) in &res {
+            let inv = |x: f64| (x > 0.0).then(|| 1.0 / x);
+            for k in [0.1, 0.3, 3.0, 10.0] {
+                let target = true_mttf * k;
+                match state_of(inv(*hi), inv(*lo), target) {
+                    VerdictState::Meets => {
+                        decided += 1;
+                        wrong += usize::from(true_mttf < target);
+                    }
+                    VerdictState::Misses => {
+                        decided += 1;
+                        wrong += usize::from(true_mttf >= target);
+                    }
+                    VerdictState::Inconclusive => {}
+                }
+            }
+        }
+        let ratio = median(res.iter().map(|(r, _, _)| r / true_rate).collect());
+        println!(
+            "| {} | {:.3} s ({} underruns) | {:.0}% ({covered}/{}) | {decided}/{} | {:.1}% ({wrong}) | {:.2} | {} |",
+            shape.name,
+            true_mttf,
+            missed,
+            100.0 * covered as f64 / res.len().max(1) as f64,
+            res.len(),
+            res.len() * 4,
+            100.0 * wrong as f64 / decided.max(1) as f64,
+            ratio,
+            shape.what
+        );
+    }
+}
