@@ -152,3 +152,51 @@ fn timeline_renders_bars_and_escapes_names() {
     assert!(s.contains("&lt;script&gt;"), "track name lost");
     assert!(s.contains("7 more in the window were not kept"));
 }
+
+/// A record's typed verdicts appear in their own section, state and
+/// interval first, with how long to measure for an open one and the note
+/// of a record that cannot stand for a real-time consumer.
+#[test]
+fn verdicts_section_shows_state_interval_and_note() {
+    use punctual_record::{VerdictBasis, VerdictEntry, VerdictState};
+    let mut i = fixture("timer-idle.json");
+    assert!(!page(std::slice::from_ref(&i)).contains("id=\"verdicts\""));
+    let entry = |profile: &str, state, ci: [Option<f64>; 2], more| VerdictEntry {
+        profile: profile.into(),
+        state,
+        mttf_s: Some(120.0),
+        ci_s: ci,
+        target_s: 3600.0,
+        measure_more_s: more,
+        basis: VerdictBasis::Extrapolated,
+        representative: false,
+        note: Some("the probes ran at SCHED_OTHER".into()),
+    };
+    i.record.verdicts = vec![
+        entry(
+            "modem",
+            VerdictState::Misses,
+            [Some(60.0), Some(240.0)],
+            None,
+        ),
+        entry(
+            "audio",
+            VerdictState::Inconclusive,
+            [Some(30.0), None],
+            Some(13_284.0),
+        ),
+    ];
+    let s = page(&[i]);
+    assert!(s.contains("id=\"verdicts\""), "no verdicts section");
+    let sec = &s[s.find("id=\"verdicts\"").unwrap()..];
+    for needle in [
+        "misses (not representative)",
+        "inconclusive (not representative)",
+        "60 s – 4 min",
+        "30 s – ∞",
+        "measure ≥ 3.7 h",
+        "Not representative: the probes ran at SCHED_OTHER",
+    ] {
+        assert!(sec.contains(needle), "{needle} missing");
+    }
+}

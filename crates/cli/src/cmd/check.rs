@@ -84,9 +84,10 @@ pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
     if v.is_empty() {
         return;
     }
-    if let Some(why) = unrepresentative(rec) {
+    let why = unrepresentative(rec, timer_elapsed);
+    if let Some(why) = &why {
         for x in v.iter_mut() {
-            x.not_representative(&why);
+            x.not_representative(why);
         }
     }
     let from = if models.iter().any(|m| m.gap_stalls.is_some()) {
@@ -100,7 +101,7 @@ pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
         v.len(),
         punctual_analysis::verdict::tally(&v)
     );
-    if let Some(why) = unrepresentative(rec) {
+    if let Some(why) = &why {
         println!("   NOT REPRESENTATIVE: {why}");
     }
     print!("{}", render_verdicts_compact(&v));
@@ -126,17 +127,58 @@ fn render_verdicts_compact(v: &[punctual_analysis::Verdict]) -> String {
 }
 
 /// Why a check record's verdicts cannot stand for a real-time consumer on
-/// this machine: its probes ran without their real-time policy.
-pub fn unrepresentative(rec: &Record) -> Option<String> {
-    rec.warnings
+/// one machine: its probes ran without their real-time policy, or the
+/// machine changed during the run ([`halves_differ`]).
+pub fn unrepresentative(rec: &Record, timer_elapsed: Nanos) -> Option<String> {
+    let mut why = Vec::new();
+    if rec
+        .warnings
         .iter()
         .any(|w| matches!(w, Warning::NoRealtimePolicy { .. }))
-        .then(|| {
+    {
+        why.push(
             "the probes ran at SCHED_OTHER (no real-time policy was allowed), so these \
              verdicts describe a time-sharing thread, not a SCHED_FIFO consumer; run as root \
              or grant CAP_SYS_NICE"
-                .to_string()
-        })
+                .to_string(),
+        );
+    }
+    if let Some(d) = halves_differ(rec, timer_elapsed) {
+        why.push(d);
+    }
+    (!why.is_empty()).then(|| why.join("; and "))
+}
+
+/// Whether the first and second half of the timer run differ beyond
+/// chance. The spike log keeps the latest wake-ups with their times; on a
+/// machine that does not change, each is as likely to fall in either
+/// half, so the count in the first half is Binomial(K, ½). A count more
+/// than 4 standard deviations from K/2 (K ≥ 20) is a changed machine:
+/// 4 rather than 2 because late wake-ups come in bursts, which widen the
+/// spread beyond the binomial's.
+pub fn halves_differ(rec: &Record, timer_elapsed: Nanos) -> Option<String> {
+    let mid = timer_elapsed.0 / 2;
+    let at: Vec<u64> = rec
+        .spikes
+        .iter()
+        .filter(|s| s.metric == Metric::Latency && s.at_ns.0 < timer_elapsed.0)
+        .map(|s| s.at_ns.0)
+        .collect();
+    let k = at.len() as f64;
+    if at.len() < 20 {
+        return None;
+    }
+    let first = at.iter().filter(|t| **t < mid).count();
+    let z = (first as f64 - k / 2.0) / (k / 4.0).sqrt();
+    (z.abs() > 4.0).then(|| {
+        format!(
+            "the machine changed during the run: of the {} latest wake-ups, {first} came in the \
+             first half of the wake-up measurement and {} in the second, beyond chance \
+             (z = {z:.1}), so the verdicts do not describe one machine",
+            at.len(),
+            at.len() - first
+        )
+    })
 }
 
 /// Whether this process may give a thread SCHED_FIFO 95 (tried on a
@@ -348,4 +390,44 @@ pub fn run(args: Args) -> CliResult {
         print!("{}", warnings_text(&rec));
     }
     write_json(&rec, &args.json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_record::{Source, Spike};
+
+    fn with_spikes(at_ms: impl Iterator<Item = u64>) -> Record {
+        let mut r = Record::new(Source::Measured, "check", Platform::default());
+        r.spikes = at_ms
+            .map(|t| Spike {
+                at_ns: Nanos::from_ms(t),
+                cpu: 0,
+                task: None,
+                metric: Metric::Latency,
+                value_ns: Nanos::from_ms(1),
+                causes: Vec::new(),
+                incomplete: false,
+            })
+            .collect();
+        r
+    }
+
+    /// 40 late wake-ups spread over both halves of a 10 s run: one
+    /// machine. All 40 in the first half: changed, said with the counts.
+    #[test]
+    fn halves_that_differ_beyond_chance_are_named() {
+        let even = with_spikes((0..40).map(|i| i * 250));
+        assert_eq!(halves_differ(&even, Nanos::from_secs(10)), None);
+        let front = with_spikes((0..40).map(|i| i * 100));
+        let d = halves_differ(&front, Nanos::from_secs(10)).unwrap();
+        assert!(
+            d.contains("40 latest wake-ups, 40 came in the first half"),
+            "{d}"
+        );
+        assert!(unrepresentative(&front, Nanos::from_secs(10)).is_some());
+        // Too few to tell.
+        let few = with_spikes((0..10).map(|i| i * 100));
+        assert_eq!(halves_differ(&few, Nanos::from_secs(10)), None);
+    }
 }
