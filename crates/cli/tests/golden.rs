@@ -200,6 +200,32 @@ fn cases() -> Vec<Case> {
             ));
         }
     }
+    // Its record's spike times carry the real clock's offset between the
+    // run's zero and the loop's start, so only what it prints is compared.
+    v.push(case(
+        "noise-replay",
+        &[
+            "noise",
+            "--cpus",
+            "0",
+            "--duration",
+            "100ms",
+            "--replay",
+            "crates/cli/tests/golden/gaps.txt",
+        ],
+        &[],
+    ));
+    v.push(case(
+        "noise-replay-bad-line",
+        &[
+            "noise",
+            "--cpus",
+            "0",
+            "--replay",
+            "crates/cli/tests/golden/feed.txt",
+        ],
+        &[],
+    ));
     v.push(case(
         "report-idle-text",
         &["report", IDLE, "--format", "text"],
@@ -345,7 +371,7 @@ fn stdout_of(args: &[&str]) -> String {
 #[test]
 fn report_text_prints_what_the_verb_printed() {
     let tmp = tempfile::tempdir().unwrap();
-    let runs: [(&str, Vec<&str>); 2] = [
+    let runs: [(&str, Vec<&str>); 3] = [
         (
             "timer",
             vec![
@@ -356,6 +382,18 @@ fn report_text_prints_what_the_verb_printed() {
                 "100us",
                 "--replay",
                 "crates/cli/tests/golden/feed.txt",
+            ],
+        ),
+        (
+            "noise",
+            vec![
+                "noise",
+                "--cpus",
+                "0",
+                "--duration",
+                "100ms",
+                "--replay",
+                "crates/cli/tests/golden/gaps.txt",
             ],
         ),
         ("sysinfo", vec!["sysinfo"]),

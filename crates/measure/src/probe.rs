@@ -130,6 +130,9 @@ pub const GAP_LOG_CAP: usize = 1 << 20;
 /// The busy-polling thread per CPU (`punctual noise`): stolen time.
 pub struct Noise {
     pub cfg: NoiseConfig,
+    /// Stolen intervals replayed on a virtual clock instead of measuring
+    /// (every CPU replays the same feed).
+    pub replay: Option<noise::Replay>,
 }
 
 impl Probe for Noise {
@@ -151,14 +154,32 @@ impl Probe for Noise {
     fn set_config(&self, rec: &mut Record, prefix: &str) {
         crate::config::set_noise_config(rec, &self.cfg, prefix);
     }
+    fn live(&self) -> bool {
+        self.replay.is_none()
+    }
     fn run(
         &self,
         stop: Arc<AtomicBool>,
         progress: Arc<Progress>,
         keep_gaps: bool,
     ) -> Box<dyn Outcome> {
-        let cap = if keep_gaps { GAP_LOG_CAP } else { 0 };
-        Box::new(noise::run_logging_gaps(&self.cfg, cap, stop, progress))
+        match &self.replay {
+            None => {
+                let cap = if keep_gaps { GAP_LOG_CAP } else { 0 };
+                Box::new(noise::run_logging_gaps(&self.cfg, cap, stop, progress))
+            }
+            Some(feed) => {
+                let feed = feed.clone();
+                Box::new(noise::run_with(
+                    &self.cfg,
+                    Arc::new(punctual_live::setup::NoSetup),
+                    move || feed.clone(),
+                    noise::Scale::IDENTITY,
+                    stop,
+                    progress,
+                ))
+            }
+        }
     }
 }
 

@@ -131,6 +131,7 @@ fn probe(args: &Args) -> Result<Arc<dyn Probe>, CliError> {
                 lock_memory,
                 stretch: None,
             },
+            replay: None,
         }),
     })
 }

@@ -139,7 +139,10 @@ pub fn run(args: Args) -> CliResult {
     let mut noise = ProbeRequest {
         kind: "check",
         label: "noise",
-        probe: Arc::new(Noise { cfg: ncfg }),
+        probe: Arc::new(Noise {
+            cfg: ncfg,
+            replay: None,
+        }),
         loads: Vec::new(),
         tracing: args.cause.tracing(),
     };

@@ -1,9 +1,10 @@
 //! `punctual noise`: time stolen from a busy thread per CPU (the
 //! oslat/sysjitter measurement), beside what the kernel admits to.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use punctual_live::noise::NoiseConfig;
+use punctual_live::noise::{NoiseConfig, Replay};
 use punctual_measure::{Noise, ProbeRequest, Session};
 use punctual_record::Nanos;
 
@@ -35,6 +36,40 @@ pub struct Args {
     pub common: ProbeArgs,
     #[command(flatten)]
     pub cause: CauseArgs,
+    /// Replay stolen intervals (`START_NS LEN_NS`, one per line, starts
+    /// from the counter's zero; the first 20 ms are the loop's warm-up)
+    /// through the same pipeline on a virtual clock whose loop costs
+    /// 50 ns a step, instead of measuring: for tests and for re-analysing
+    /// a captured feed. Every CPU replays the same feed.
+    #[arg(long, hide = true)]
+    pub replay: Option<PathBuf>,
+}
+
+/// The replayed loop's cost per step: a busy loop's order of magnitude.
+const REPLAY_STEP: Nanos = Nanos(50);
+
+/// Reads a replay feed, refusing a bad line with its number and text.
+fn read_replay(path: &Path) -> Result<Replay, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("--replay {}: {e}", path.display())))?;
+    let gaps = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|(i, l)| {
+            let mut f = l.split_whitespace().map(|x| x.parse::<u64>().map(Nanos));
+            match (f.next(), f.next(), f.next()) {
+                (Some(Ok(at)), Some(Ok(len)), None) => Ok((at, len)),
+                _ => Err(CliError::usage(format!(
+                    "--replay {} line {}: '{}' is not START_NS LEN_NS",
+                    path.display(),
+                    i + 1,
+                    l.trim()
+                ))),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Replay::new(REPLAY_STEP, gaps))
 }
 
 fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
@@ -59,16 +94,31 @@ fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
 pub fn run(args: Args) -> CliResult {
     let cfg = noise_config(&args)?;
     opts::check_output("--json", &args.common.json)?;
+    let replay = match &args.replay {
+        Some(p) => {
+            let feed = read_replay(p)?;
+            if args.cause.cause {
+                return Err(CliError::usage(
+                    "--cause traces a live run; it does not apply to --replay",
+                ));
+            }
+            Some(feed)
+        }
+        None => None,
+    };
     let req = ProbeRequest {
         kind: "noise",
         label: "noise",
-        probe: Arc::new(Noise { cfg }),
+        probe: Arc::new(Noise { cfg, replay }),
         loads: opts::load_specs(args.common.load.as_deref())?,
         tracing: args.cause.tracing(),
     };
     let terminal = Terminal::default();
     let session = Session::new(crate::interrupt::stop_flag(), &terminal);
-    let rec = session.run(&req, crate::output::rfc3339_now())?.record;
+    let mut rec = session.run(&req, crate::output::rfc3339_now())?.record;
+    if let Some(p) = &args.replay {
+        rec.set_config("replay", p.display().to_string());
+    }
     print_text(&rec)?;
     write_json(&rec, &args.common.json)
 }
