@@ -12,6 +12,7 @@ pub mod attach;
 pub mod config;
 pub mod loads;
 pub mod merge;
+pub mod monitor;
 pub mod probe;
 pub mod session;
 
