@@ -7,9 +7,14 @@
 //!
 //! The verbs (`timer`, `noise`, `check`, `cause`) only turn their flags
 //! into a request and render the record that comes back.
+//!
+//! The two probes that do not make a record of their own live here too:
+//! `validate`'s real buffered consumer ([`consumer`]) and `monitor`'s
+//! week-long low-rate loop with its `/metrics` server ([`monitor`]).
 
 pub mod attach;
 pub mod config;
+pub mod consumer;
 pub mod loads;
 pub mod merge;
 pub mod monitor;
