@@ -40,3 +40,38 @@ pub fn merge_noise_half(rec: &mut Record, mut half: Record) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_record::{Metric, Platform, Source, Spike};
+
+    fn spike(at: u64) -> Spike {
+        Spike {
+            at_ns: Nanos(at),
+            cpu: 0,
+            task: None,
+            metric: Metric::Gap,
+            value_ns: Nanos(5),
+            causes: Vec::new(),
+            incomplete: false,
+        }
+    }
+
+    #[test]
+    fn the_noise_half_moves_onto_the_checks_time_zero() {
+        let mut rec = Record::new(Source::Measured, "check", Platform::default());
+        rec.started_mono_ns = Some(Nanos(1_000));
+        rec.spikes.push(spike(700));
+        let mut half = Record::new(Source::Measured, "check", Platform::default());
+        half.started_mono_ns = Some(Nanos(1_500));
+        half.spikes.push(spike(100));
+        half.extra
+            .insert("cause".into(), serde_json::json!({"x": 1}));
+        merge_noise_half(&mut rec, half);
+        let at: Vec<u64> = rec.spikes.iter().map(|s| s.at_ns.0).collect();
+        assert_eq!(at, vec![600, 700], "shifted by 500 and sorted");
+        assert!(rec.extra.contains_key("cause_noise"));
+        assert!(!rec.extra.contains_key("cause"));
+    }
+}

@@ -268,3 +268,75 @@ impl<'a> Session<'a> {
         out.ok_or_else(|| MeasureError::Runtime(format!("the {label} run panicked")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Timer;
+    use punctual_live::rt::Policy;
+    use punctual_live::timer::{TimerClock, TimerConfig};
+    use punctual_record::Metric;
+
+    fn replayed(feed: Vec<Nanos>) -> ProbeRequest {
+        ProbeRequest {
+            kind: "timer",
+            label: "timer",
+            probe: Arc::new(Timer {
+                cfg: TimerConfig {
+                    cpus: vec![0],
+                    policy: Policy::Other { nice: 0 },
+                    interval: Nanos::from_us(100),
+                    duration: Nanos::from_ms(10),
+                    clock: TimerClock::Nanosleep,
+                    threshold: Nanos::ZERO,
+                    max_spikes: 4,
+                    lock_memory: false,
+                },
+                replay: Some(feed),
+            }),
+            loads: Vec::new(),
+            tracing: Tracing::Off,
+        }
+    }
+
+    #[test]
+    fn a_replayed_timer_fills_one_record_with_its_config() {
+        let feed: Vec<Nanos> = (0..50).map(|i| Nanos::from_us(1 + i % 7)).collect();
+        let session = Session::new(Arc::new(AtomicBool::new(false)), &Quiet);
+        let m = session
+            .run(&replayed(feed.clone()), "2026-01-01T00:00:00Z".into())
+            .unwrap();
+        let rec = &m.record;
+        assert_eq!(rec.kind, "timer");
+        assert_eq!(rec.started_at, "2026-01-01T00:00:00Z");
+        assert_eq!(rec.duration_ns, m.elapsed);
+        let lat: Vec<_> = rec
+            .series
+            .iter()
+            .filter(|s| s.metric == Metric::Latency)
+            .collect();
+        assert_eq!(lat.len(), 1);
+        assert_eq!(lat[0].count, feed.len() as u64);
+        assert_eq!(lat[0].max, *feed.iter().max().unwrap());
+        assert_eq!(rec.config["interval_ns"], 100_000);
+        assert_eq!(rec.config["clock"], "nanosleep");
+        assert!(!rec.config.contains_key("cause"));
+        assert!(m.cause.is_none() && m.neighbor.is_none());
+        assert!(rec.spikes.len() <= 4, "the spike log keeps max_spikes");
+    }
+
+    #[test]
+    fn an_interrupted_run_says_how_much_of_it_there_is() {
+        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+        rec.interrupted = true;
+        finish_record(&mut rec, Nanos::from_ms(3), Nanos::from_ms(10));
+        assert_eq!(rec.duration_ns, Nanos::from_ms(3));
+        assert_eq!(
+            rec.warnings,
+            vec![Warning::Interrupted {
+                completed_ns: 3_000_000,
+                asked_ns: 10_000_000
+            }]
+        );
+    }
+}

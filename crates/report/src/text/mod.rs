@@ -72,3 +72,28 @@ pub fn cause_verb(rec: &Record, top: usize, spikes: usize) -> String {
     out.push_str(&load::load_lines(rec));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_record::{Platform, Source};
+
+    #[test]
+    fn a_record_of_a_verb_without_text_is_refused_by_name() {
+        let rec = Record::new(Source::Simulated, "simulate", Platform::default());
+        let e = render(&rec).unwrap_err().to_string();
+        assert!(e.contains("'simulate'"), "{e}");
+    }
+
+    #[test]
+    fn a_timer_record_prints_its_table_and_warnings() {
+        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+        rec.warnings.push(punctual_record::Warning::Other {
+            message: "a note".into(),
+        });
+        let t = render(&rec).unwrap();
+        assert!(t.starts_with("cpu "), "{t}");
+        let warnings = t.find("warnings:\n").expect("a warnings block");
+        assert!(t[warnings..].contains("] a note\n"), "{t}");
+    }
+}
