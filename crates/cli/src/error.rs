@@ -39,4 +39,13 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
+impl From<punctual_measure::MeasureError> for CliError {
+    fn from(e: punctual_measure::MeasureError) -> Self {
+        match e {
+            punctual_measure::MeasureError::Usage(m) => CliError::Usage(m),
+            punctual_measure::MeasureError::Runtime(m) => CliError::Runtime(m),
+        }
+    }
+}
+
 pub type CliResult<T = ()> = Result<T, CliError>;

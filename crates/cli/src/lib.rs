@@ -1,7 +1,6 @@
 //! The `punctual` command line as a library, so integration tests and
 //! other front ends call the same code the binary does.
 
-pub mod attach;
 pub mod cmd;
 pub mod error;
 pub mod interrupt;

@@ -3,10 +3,157 @@
 
 use std::path::{Path, PathBuf};
 
+use punctual_live::rt::Policy;
+use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
 use punctual_live::sysinfo::CpuListError;
+use punctual_live::timer::TimerClock;
 use punctual_units::{parse_duration, Nanos};
 
 use crate::error::CliError;
+
+/// `--policy` of the probe threads.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyArg {
+    /// SCHED_FIFO at `--priority`.
+    Fifo,
+    /// SCHED_RR at `--priority`.
+    Rr,
+    /// SCHED_OTHER (nice 0).
+    Other,
+    /// SCHED_DEADLINE with the interval as period (timer probe only).
+    Deadline,
+}
+
+/// `--clock` of the timer probe (`timer`, `cause`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockArg {
+    /// Absolute clock_nanosleep.
+    Nanosleep,
+    /// A timerfd armed with the interval.
+    Timerfd,
+}
+
+impl From<ClockArg> for TimerClock {
+    fn from(c: ClockArg) -> TimerClock {
+        match c {
+            ClockArg::Nanosleep => TimerClock::Nanosleep,
+            ClockArg::Timerfd => TimerClock::Timerfd,
+        }
+    }
+}
+
+/// Turns `--policy`/`--priority` into a policy, refusing an out-of-range
+/// priority with one sentence. SCHED_DEADLINE gets runtime = a tenth of the
+/// interval (at least 50 us) and deadline = period = interval: enough for
+/// a wake-up and a clock read, small enough to pass admission on every CPU.
+pub fn policy(policy: PolicyArg, priority: u32, interval: Nanos) -> Result<Policy, CliError> {
+    let rt_prio = || {
+        if (1..=99).contains(&priority) {
+            Ok(priority as u8)
+        } else {
+            Err(CliError::usage(format!(
+                "--priority {priority} is out of range: real-time priorities are 1 to 99"
+            )))
+        }
+    };
+    Ok(match policy {
+        PolicyArg::Fifo => Policy::Fifo {
+            priority: rt_prio()?,
+        },
+        PolicyArg::Rr => Policy::Rr {
+            priority: rt_prio()?,
+        },
+        PolicyArg::Other => Policy::Other { nice: 0 },
+        PolicyArg::Deadline => {
+            let runtime = (interval / 10).max(Nanos::from_us(50)).min(interval);
+            Policy::Deadline {
+                runtime,
+                deadline: interval,
+                period: interval,
+            }
+        }
+    })
+}
+
+/// Resolves `--cpus` against the online CPUs; refuses a list that selects
+/// none.
+pub fn cpus(s: &str) -> Result<Vec<u32>, CliError> {
+    let online = online_cpus();
+    let cpus = cpu_list(s, &online)?;
+    if cpus.is_empty() {
+        return Err(CliError::usage(format!("--cpus '{s}' selects no CPU")));
+    }
+    Ok(cpus)
+}
+
+/// `--max-spikes 0` would keep nothing to look at: refused for every probe.
+pub fn check_max_spikes(n: usize) -> Result<(), CliError> {
+    if n == 0 {
+        return Err(CliError::usage(
+            "--max-spikes 0 keeps no spike; give at least 1",
+        ));
+    }
+    Ok(())
+}
+
+/// The options every probe verb shares, declared once.
+#[derive(clap::Args, Debug)]
+pub struct ProbeArgs {
+    /// Bound of the spike log (the largest are kept).
+    #[arg(long, default_value_t = DEFAULT_SPIKE_CAPACITY)]
+    pub max_spikes: usize,
+    /// Write the record (JSON) here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Do not mlockall (memory locking is on by default).
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Run a load (as `punctual load SPEC`) for exactly the time of the
+    /// measurement, e.g. `net`, `cpu:threads=2`, `disk+mem`; what it
+    /// achieved goes in the record's `load` section.
+    #[arg(long, value_name = "SPEC")]
+    pub load: Option<String>,
+}
+
+/// `--cause` on the probe verbs (`timer`, `noise`, `check`): the tracefs
+/// flight recorder runs beside the real probe, and its events name what
+/// filled each spike and each stolen interval of that probe's own record.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CauseArgs {
+    /// Also run the tracefs flight recorder and name what caused each
+    /// spike and each stolen interval (needs root; without tracefs one
+    /// warning and the probe runs anyway).
+    #[arg(long)]
+    pub cause: bool,
+    /// With --cause: break down only spikes at least this long (default:
+    /// every spike the spike log kept).
+    #[arg(long = "cause-threshold", value_parser = duration, requires = "cause")]
+    pub cause_threshold: Option<Nanos>,
+}
+
+impl CauseArgs {
+    /// The recorder these flags ask for.
+    pub fn tracing(&self) -> punctual_measure::Tracing {
+        if self.cause {
+            punctual_measure::Tracing::Attach {
+                threshold: self.cause_threshold,
+            }
+        } else {
+            punctual_measure::Tracing::Off
+        }
+    }
+}
+
+/// `--load` text into specs, refused with one sentence (status 2) before
+/// anything starts; interrupt routing a killed earlier run left behind is
+/// restored first, and said.
+pub fn load_specs(text: Option<&str>) -> Result<Vec<punctual_loads::LoadSpec>, CliError> {
+    let (specs, restored) = punctual_measure::loads::specs(text)?;
+    for m in restored {
+        eprintln!("punctual: {m}");
+    }
+    Ok(specs)
+}
 
 /// clap value parser for human durations (`250us`, `1ms`, `5s`, `1h`).
 pub fn duration(s: &str) -> Result<Nanos, String> {
@@ -81,6 +228,21 @@ mod tests {
         let e = cpu_list("7", &online).unwrap_err().to_string();
         assert!(e.contains("CPU 7"), "{e}");
         assert!(cpu_list("x", &online).is_err());
+    }
+
+    #[test]
+    fn policies() {
+        let ms = Nanos::from_ms(1);
+        assert!(policy(PolicyArg::Fifo, 120, ms).is_err());
+        assert!(policy(PolicyArg::Rr, 0, ms).is_err());
+        assert_eq!(
+            policy(PolicyArg::Fifo, 95, ms).unwrap(),
+            Policy::Fifo { priority: 95 }
+        );
+        assert!(matches!(
+            policy(PolicyArg::Deadline, 0, ms).unwrap(),
+            Policy::Deadline { runtime, .. } if runtime == Nanos::from_us(100)
+        ));
     }
 
     #[test]

@@ -2,10 +2,14 @@
 //! the wall-clock start and write it where `--json` says. One copy, so the
 //! stamps and the messages are the same whichever verb made the record.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
-use punctual_record::Record;
+use punctual_live::timer::Progress;
+use punctual_measure::{MeasureError, ProbeRequest, Runner};
+use punctual_record::{Nanos, Record};
 
 use crate::error::{CliError, CliResult};
 
@@ -56,6 +60,98 @@ pub fn write_json(rec: &Record, path: &Option<PathBuf>) -> CliResult {
         eprintln!("record written to {}", p.display());
     }
     Ok(())
+}
+
+/// Prints what the verb that made `rec` prints on standard output, from
+/// the record alone (`punctual_report::text`).
+pub fn print_text(rec: &Record) -> CliResult {
+    let text = punctual_report::text::render(rec).map_err(|e| CliError::runtime(e.to_string()))?;
+    print!("{text}");
+    Ok(())
+}
+
+/// Runs `work` on its own thread while the calling thread draws a progress
+/// line on stderr (only when stderr is a terminal): elapsed, remaining,
+/// running max.
+pub fn with_progress<T: Send + 'static>(
+    label: &str,
+    duration: Nanos,
+    progress: Arc<Progress>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, CliError> {
+    let handle = std::thread::Builder::new()
+        .name("punctual-run".into())
+        .spawn(work)
+        .map_err(|e| CliError::runtime(format!("cannot start the run: {e}")))?;
+    let tty = std::io::stderr().is_terminal();
+    let start = Instant::now();
+    let mut drew = false;
+    while !handle.is_finished() {
+        std::thread::sleep(Duration::from_millis(200));
+        if tty {
+            let el = Nanos::from_std(start.elapsed()).min(duration);
+            let frac = el.0 as f64 / duration.0.max(1) as f64;
+            let w = 30usize;
+            let filled = ((frac * w as f64) as usize).min(w);
+            eprint!(
+                "\r{label} [{}{}] {:>5.1}s / {:.1}s  remaining {:>5.1}s  max {:<10}",
+                "#".repeat(filled),
+                ".".repeat(w - filled),
+                el.as_secs_f64(),
+                duration.as_secs_f64(),
+                (duration - el).as_secs_f64(),
+                progress.max().to_string()
+            );
+            drew = true;
+        }
+    }
+    if drew {
+        eprint!("\r{}\r", " ".repeat(100));
+    }
+    handle
+        .join()
+        .map_err(|_| CliError::runtime(format!("the {label} run panicked")))
+}
+
+/// The command line's way of waiting for a probe: the progress line of
+/// [`with_progress`], and optionally one line on stderr saying what runs
+/// (`punctual cause`'s).
+#[derive(Default)]
+pub struct Terminal {
+    /// Say what runs before the probe starts.
+    pub announce: bool,
+}
+
+impl Runner for Terminal {
+    fn run(
+        &self,
+        label: &str,
+        duration: Nanos,
+        progress: Arc<Progress>,
+        work: Box<dyn FnOnce() + Send>,
+    ) -> Result<(), MeasureError> {
+        with_progress(label, duration, progress, work).map_err(|e| match e {
+            CliError::Usage(m) => MeasureError::Usage(m),
+            CliError::Runtime(m) => MeasureError::Runtime(m),
+        })
+    }
+
+    fn starting(&self, req: &ProbeRequest, tracing: bool) {
+        if self.announce {
+            eprintln!(
+                "punctual {}: {} probe on CPU {} for {}{}…",
+                req.kind,
+                req.probe.name(),
+                crate::opts::format_cpus(req.probe.cpus()),
+                req.probe.duration(),
+                if tracing {
+                    " with the flight recorder"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
 }
 
 #[cfg(test)]

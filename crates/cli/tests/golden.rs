@@ -185,9 +185,11 @@ fn cases() -> Vec<Case> {
         ),
     ];
     for (fx, tag) in [(LOAD, "load"), (RSIM, "rsim")] {
-        for fmt in ["json", "hist", "hlog", "prometheus", "perfetto"] {
+        for fmt in ["json", "hist", "hlog", "prometheus", "perfetto", "text"] {
             let name: &'static str = Box::leak(format!("report-{tag}-{fmt}").into_boxed_str());
-            v.push(case(name, &["report", fx, "--format", fmt], &[]));
+            if !(fmt == "text" && tag == "rsim") {
+                v.push(case(name, &["report", fx, "--format", fmt], &[]));
+            }
         }
         for t in ["buckets", "periods", "stolen", "spikes"] {
             let name: &'static str = Box::leak(format!("report-{tag}-csv-{t}").into_boxed_str());
@@ -198,6 +200,42 @@ fn cases() -> Vec<Case> {
             ));
         }
     }
+    // Its record's spike times carry the real clock's offset between the
+    // run's zero and the loop's start, so only what it prints is compared.
+    v.push(case(
+        "noise-replay",
+        &[
+            "noise",
+            "--cpus",
+            "0",
+            "--duration",
+            "100ms",
+            "--replay",
+            "crates/cli/tests/golden/gaps.txt",
+        ],
+        &[],
+    ));
+    v.push(case(
+        "noise-replay-bad-line",
+        &[
+            "noise",
+            "--cpus",
+            "0",
+            "--replay",
+            "crates/cli/tests/golden/feed.txt",
+        ],
+        &[],
+    ));
+    v.push(case(
+        "report-idle-text",
+        &["report", IDLE, "--format", "text"],
+        &[],
+    ));
+    v.push(case(
+        "report-rsim-text-refused",
+        &["report", RSIM, "--format", "text"],
+        &[],
+    ));
     for s in [
         "nt-long-dpcs",
         "nt-mmtimer-rounding",
@@ -313,4 +351,64 @@ fn verbs_print_what_the_golden_files_hold() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Standard output of `punctual ARGS` run from the repository root.
+fn stdout_of(args: &[&str]) -> String {
+    let o = Command::cargo_bin("punctual")
+        .unwrap()
+        .current_dir(root())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// A saved record read back with `report --format text` prints exactly
+/// what the verb printed when it made it.
+#[test]
+fn report_text_prints_what_the_verb_printed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs: [(&str, Vec<&str>); 3] = [
+        (
+            "timer",
+            vec![
+                "timer",
+                "--cpus",
+                "0",
+                "--threshold",
+                "100us",
+                "--replay",
+                "crates/cli/tests/golden/feed.txt",
+            ],
+        ),
+        (
+            "noise",
+            vec![
+                "noise",
+                "--cpus",
+                "0",
+                "--duration",
+                "100ms",
+                "--replay",
+                "crates/cli/tests/golden/gaps.txt",
+            ],
+        ),
+        ("sysinfo", vec!["sysinfo"]),
+    ];
+    for (name, args) in runs {
+        let path = tmp.path().join(format!("{name}.json"));
+        let p = path.to_str().unwrap();
+        let mut with_json = args.clone();
+        with_json.extend(["--json", p]);
+        let printed = stdout_of(&with_json);
+        assert!(!printed.is_empty(), "{name} printed nothing");
+        let read_back = stdout_of(&["report", p, "--format", "text"]);
+        assert_eq!(printed, read_back, "{name}: report --format text differs");
+    }
 }

@@ -24,6 +24,48 @@ pub trait Counter {
     fn read(&mut self) -> u64;
 }
 
+/// A replayed feed of stolen intervals on a virtual clock (read with
+/// [`Scale::IDENTITY`]: one tick is one ns): every read advances `step`,
+/// and the read that first reaches a gap's start jumps over its length.
+/// Gap starts count from the counter's creation, so the probe's first
+/// 20 ms (its warm-up, which counts no gap) should hold none. Lets the
+/// whole noise probe run with exact, known input.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    t: u64,
+    step: u64,
+    /// (start, length) in ns, in order of start.
+    gaps: Vec<(Nanos, Nanos)>,
+    next: usize,
+}
+
+impl Replay {
+    /// `step` is the loop's cost per read (at least 1 ns).
+    pub fn new(step: Nanos, mut gaps: Vec<(Nanos, Nanos)>) -> Self {
+        gaps.sort_by_key(|g| g.0);
+        Replay {
+            t: 0,
+            step: step.0.max(1),
+            gaps,
+            next: 0,
+        }
+    }
+}
+
+impl Counter for Replay {
+    fn read(&mut self) -> u64 {
+        self.t += self.step;
+        while let Some(&(at, len)) = self.gaps.get(self.next) {
+            if self.t < at.0 {
+                break;
+            }
+            self.t += len.0;
+            self.next += 1;
+        }
+        self.t
+    }
+}
+
 /// Converts counter ticks to nanoseconds (fixed point, 32 fractional bits:
 /// exact to well under 1 ns per second of span).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -821,6 +863,24 @@ mod tests {
             }
             self.t
         }
+    }
+
+    #[test]
+    fn replayed_gaps_are_the_stolen_intervals() {
+        let gaps = vec![(Nanos(30_000), Nanos(5_000)), (Nanos(10_000), Nanos(2_000))];
+        let mut c = Replay::new(Nanos(20), gaps);
+        let mut p = GapProcessor::new(0, Nanos(1000), SpikeLog::new(Metric::Gap, Nanos(1000), 10));
+        let st = poll(
+            &mut c,
+            &params(Nanos(100_000)),
+            &AtomicBool::new(false),
+            &mut p,
+            None,
+        );
+        assert_eq!(p.count(), 2);
+        assert_eq!(p.total(), Nanos(20 + 2_000 + 20 + 5_000));
+        assert_eq!(p.max(), Nanos(5_020));
+        assert_eq!(st.min_step, Nanos(20));
     }
 
     fn params(duration: Nanos) -> PollParams {

@@ -19,6 +19,7 @@ use std::path::Path;
 pub use punctual_units::Nanos;
 use serde::{Deserialize, Serialize};
 
+pub mod cause;
 mod counts;
 mod histogram;
 mod verdict;
@@ -129,6 +130,31 @@ impl Record {
     pub fn set_config(&mut self, key: &str, value: impl Serialize) {
         let v = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
         self.config.insert(key.to_string(), v);
+    }
+
+    /// The flight recorder's attribution (`extra["cause"]`), when the run
+    /// had one and it reads as one.
+    pub fn cause(&self) -> Option<cause::CauseSummary> {
+        self.extra_section("cause")
+    }
+
+    /// Keeps the flight recorder's attribution in `extra["cause"]`.
+    pub fn set_cause(&mut self, sum: &cause::CauseSummary) {
+        self.extra.insert(
+            "cause".into(),
+            serde_json::to_value(sum).unwrap_or(serde_json::Value::Null),
+        );
+    }
+
+    /// A check record's noise half's attribution (`extra["cause_noise"]`).
+    pub fn cause_noise(&self) -> Option<cause::CauseSummary> {
+        self.extra_section("cause_noise")
+    }
+
+    fn extra_section<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        self.extra
+            .get(key)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
     }
 
     pub fn to_json_pretty(&self) -> String {

@@ -18,6 +18,7 @@ pub mod perfetto;
 pub mod prometheus;
 pub mod svg;
 pub mod tail;
+pub mod text;
 mod xml;
 
 use punctual_record::Record;

@@ -12,6 +12,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use punctual_record::SourceShare;
 use serde::{Deserialize, Serialize};
 
+pub use punctual_record::cause::SourceTotal;
+
 use crate::event::{softirq_name, Decoded, Event};
 
 /// Longest a throttle is assumed to last without its task running again:
@@ -134,37 +136,6 @@ struct CpuState {
     /// counts the watched thread's own faults, and its task-level time
     /// there is the fault's (see [`WindowSplit::self_faults`]).
     faults: VecDeque<(u64, i32)>,
-}
-
-/// Totals of one source over a window.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SourceTotal {
-    pub kind: String,
-    pub name: String,
-    /// `rt` priority, `nice`, or `deadline` for threads.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sched: Option<String>,
-    pub count: u64,
-    pub total_ns: u64,
-    pub max_ns: u64,
-}
-
-impl SourceTotal {
-    /// Adds `s` to the entry for the same (kind, name) in `map`: per-window
-    /// totals summed into per-CPU and whole-run tables.
-    pub fn merge_into(map: &mut BTreeMap<(String, String), SourceTotal>, s: &SourceTotal) {
-        let e = map
-            .entry((s.kind.clone(), s.name.clone()))
-            .or_insert_with(|| SourceTotal {
-                kind: s.kind.clone(),
-                name: s.name.clone(),
-                sched: s.sched.clone(),
-                ..Default::default()
-            });
-        e.count += s.count;
-        e.total_ns += s.total_ns;
-        e.max_ns = e.max_ns.max(s.max_ns);
-    }
 }
 
 /// The source name of a watched thread's own page faults.

@@ -12,7 +12,6 @@ pub mod attribute;
 pub mod event;
 pub mod format;
 pub mod recorder;
-pub mod report;
 pub mod ring;
 pub mod rings;
 pub mod tracefs;

@@ -11,23 +11,20 @@
 //! undisturbed, at the cost of not seeing them at the same moment.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use punctual_live::noise::{NoiseConfig, UNTHROTTLED_STRETCH};
 use punctual_live::rt::Policy;
 use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
 use punctual_live::{timer::TimerClock, timer::TimerConfig};
+use punctual_measure::{Noise, ProbeRequest, Session, Timer, Tracing};
 use punctual_record::{Metric, Nanos, Platform, Record, Warning};
+use punctual_report::text::{cause, load, platform, probe};
 
-use super::noise::{noise_gaps, noise_tids, run_noise_probe, set_noise_config, stolen_table};
-use super::sysinfo::platform_text;
-use super::timer::{
-    finish_record, latency_table, new_record, parse_cpus, run_timer_probe, set_timer_config,
-    timer_tids, warnings_text,
-};
 use crate::error::{CliError, CliResult};
 use crate::interrupt::interrupted;
-use crate::opts;
-use crate::output::write_json;
+use crate::opts::{self, CauseArgs};
+use crate::output::{write_json, Terminal};
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -49,7 +46,7 @@ pub struct Args {
     #[arg(long, value_name = "SPEC")]
     pub load: Option<String>,
     #[command(flatten)]
-    pub cause: crate::attach::CauseArgs,
+    pub cause: CauseArgs,
 }
 
 /// Per-workload verdicts (does this machine meet each shipped profile's
@@ -190,93 +187,8 @@ fn realtime_allowed() -> bool {
         .unwrap_or(false)
 }
 
-/// Moves the noise half's results into the check record. Its spikes are
-/// shifted from the noise run's time zero onto the check's (the record's
-/// `started_mono_ns`, the timer run's); the stolen timelines keep the noise
-/// half's own zero. The half's cause accounting goes to
-/// `extra["cause_noise"]` beside the timer half's `extra["cause"]`.
-fn merge_noise_half(rec: &mut Record, mut half: Record) {
-    let shift = match (rec.started_mono_ns, half.started_mono_ns) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => Nanos::ZERO,
-    };
-    for mut sp in half.spikes.drain(..) {
-        sp.at_ns += shift;
-        rec.spikes.push(sp);
-    }
-    rec.spikes.sort_by_key(|s| (s.at_ns, s.cpu));
-    rec.spikes_dropped += half.spikes_dropped;
-    rec.series.append(&mut half.series);
-    rec.stolen.append(&mut half.stolen);
-    rec.interrupted |= half.interrupted;
-    if rec.started_mono_ns.is_none() {
-        rec.started_mono_ns = half.started_mono_ns;
-    }
-    for (k, v) in half.extra {
-        let key = if k == "cause" {
-            "cause_noise".to_string()
-        } else {
-            k
-        };
-        rec.extra.insert(key, v);
-    }
-    for w in half.warnings {
-        if !rec.warnings.contains(&w) {
-            rec.warnings.push(w);
-        }
-    }
-}
-
-/// The plain-language summary of a check record.
-pub fn summary(rec: &Record) -> String {
-    let mut out = String::new();
-    for s in rec.series.iter().filter(|s| s.metric == Metric::Latency) {
-        let cpu = s.cpu.unwrap_or(0);
-        let mut line = format!(
-            "CPU {cpu}: a thread woke typically {} late (median), 1 in 1000 wake-ups {} or later, worst {}",
-            s.percentiles.p50, s.percentiles.p99_9, s.max
-        );
-        if s.missed > 0 {
-            line.push_str(&format!(
-                "; {} periods of {} passed without a wake-up",
-                s.missed,
-                s.sample_period_ns.unwrap_or_default()
-            ));
-        } else {
-            line.push_str("; no period was missed");
-        }
-        out.push_str(&line);
-        out.push_str(".\n");
-        if let Some(st) = rec.stolen.iter().find(|x| x.cpu == cpu) {
-            let mut l = format!(
-                "       a busy thread lost {:.2}% of its time in {} interruptions (longest {})",
-                st.fraction * 100.0,
-                st.intervals,
-                st.max_ns
-            );
-            if let Some(k) = &st.kernel_view {
-                let sum = k.irq_ns + k.softirq_ns + k.steal_ns;
-                if st.total_ns.is_zero() {
-                    l.push_str("; the kernel accounted for none");
-                } else {
-                    l.push_str(&format!(
-                        "; the kernel accounts for {:.0}% of that (irq {}, softirq {}, steal {})",
-                        100.0 * sum.0 as f64 / st.total_ns.0 as f64,
-                        k.irq_ns,
-                        k.softirq_ns,
-                        k.steal_ns
-                    ));
-                }
-            }
-            out.push_str(&l);
-            out.push_str(".\n");
-        }
-    }
-    out
-}
-
 pub fn run(args: Args) -> CliResult {
-    let cpus = parse_cpus(&args.cpus)?;
+    let cpus = opts::cpus(&args.cpus)?;
     opts::check_output("--json", &args.json)?;
     if args.duration < Nanos::from_ms(200) {
         return Err(CliError::usage(format!(
@@ -284,22 +196,32 @@ pub fn run(args: Args) -> CliResult {
             args.duration
         )));
     }
-    let load_specs = super::load::probe_load_specs(args.load.as_deref())?;
+    let load_specs = opts::load_specs(args.load.as_deref())?;
     let stop = crate::interrupt::stop_flag();
+    let terminal = Terminal::default();
+    let session = Session::new(Arc::clone(&stop), &terminal);
     let half = args.duration / 2;
-    let platform = punctual_live::sysinfo::collect();
-    let mut rec = new_record("check", platform);
+    let mut rec = session.new_record("check", crate::output::rfc3339_now());
     println!("== this machine");
-    print!("{}", platform_text(&rec.platform, false));
-    let tcfg = TimerConfig {
-        cpus: cpus.clone(),
-        policy: Policy::Fifo { priority: 95 },
-        interval: Nanos::from_ms(1),
-        duration: half,
-        clock: TimerClock::Nanosleep,
-        threshold: Nanos::ZERO,
-        max_spikes: DEFAULT_SPIKE_CAPACITY,
-        lock_memory: true,
+    print!("{}", platform::platform_text(&rec.platform, false));
+    let timer = ProbeRequest {
+        kind: "check",
+        label: "timer",
+        probe: Arc::new(Timer {
+            cfg: TimerConfig {
+                cpus: cpus.clone(),
+                policy: Policy::Fifo { priority: 95 },
+                interval: Nanos::from_ms(1),
+                duration: half,
+                clock: TimerClock::Nanosleep,
+                threshold: Nanos::ZERO,
+                max_spikes: DEFAULT_SPIKE_CAPACITY,
+                lock_memory: true,
+            },
+            replay: None,
+        }),
+        loads: Vec::new(),
+        tracing: args.cause.tracing(),
     };
     let ncfg = NoiseConfig {
         cpus,
@@ -313,13 +235,25 @@ pub fn run(args: Args) -> CliResult {
         // verdicts charge to each compute.
         stretch: Some(UNTHROTTLED_STRETCH),
     };
-    set_timer_config(&mut rec, &tcfg, "timer.");
-    set_noise_config(&mut rec, &ncfg, "noise.");
+    let noise_duration = ncfg.duration;
+    let mut noise = ProbeRequest {
+        kind: "check",
+        label: "noise",
+        probe: Arc::new(Noise {
+            cfg: ncfg,
+            replay: None,
+        }),
+        loads: Vec::new(),
+        tracing: args.cause.tracing(),
+    };
+    timer.probe.set_config(&mut rec, "timer.");
+    noise.probe.set_config(&mut rec, "noise.");
     rec.set_config(
         "split",
         "sequential: timer for the first half, noise for the second",
     );
-    let loads = super::load::start_loads(&load_specs, args.duration)?;
+    // Through both halves; on an error they stop when dropped.
+    let loads = punctual_measure::loads::start(&load_specs, args.duration)?;
     if let Some(l) = &args.load {
         println!("\n== under load: {l} for {}", args.duration);
     }
@@ -330,64 +264,48 @@ pub fn run(args: Args) -> CliResult {
         "SCHED_OTHER (not allowed SCHED_FIFO)"
     };
     println!("\n== wake-up latency: one {policy} thread per CPU waking every 1ms for {half}");
-    // On an error the loads stop when `loads` is dropped.
-    let tracing = crate::attach::start(&args.cause, &tcfg.cpus, &mut rec);
-    let t = run_timer_probe(&tcfg, std::sync::Arc::clone(&stop), "timer")?;
+    let t = session.measure(&mut rec, &timer, None)?;
     let timer_elapsed = t.elapsed;
     let mut elapsed = timer_elapsed;
-    let probes = crate::attach::threads(&timer_tids(&t), t.origin, timer_elapsed);
-    t.fill(&mut rec, DEFAULT_SPIKE_CAPACITY);
-    let mut causes = crate::attach::finish(tracing, &mut rec, &probes, &[], "late wake-ups");
-    print!("{}", latency_table(&rec));
+    let mut causes = t
+        .cause
+        .map(|s| cause::section(timer.probe.spikes_are(), &s, &rec))
+        .unwrap_or_default();
+    print!("{}", probe::latency_table(&rec));
     if !interrupted(&stop) {
         let (on, rest) = UNTHROTTLED_STRETCH;
         println!(
-            "\n== stolen time: one {policy} busy loop per CPU for {} ({on} at a time with {rest} rests, so RT throttling never stops it)",
-            ncfg.duration
+            "\n== stolen time: one {policy} busy loop per CPU for {noise_duration} ({on} at a time with {rest} rests, so RT throttling never stops it)"
         );
         // A record of its own for this half: its time zero is the noise
         // run's, so the flight recorder lines its events up with the right
         // spikes; its spikes are then moved onto the check's time zero.
-        let mut half = Record::new(rec.source, "check", Platform::default());
-        let tracing = if rec
+        let mut part = Record::new(rec.source, "check", Platform::default());
+        if rec
             .warnings
             .iter()
             .any(|w| matches!(w, Warning::NoTracing { .. }))
         {
-            None // said once is enough; the second start would fail alike
-        } else {
-            crate::attach::start(&args.cause, &ncfg.cpus, &mut half)
-        };
-        let n = run_noise_probe(
-            &ncfg,
-            std::sync::Arc::clone(&stop),
-            "noise",
-            tracing.is_some(),
-        )?;
+            noise.tracing = Tracing::Off; // said once is enough; the second start would fail alike
+        }
+        let n = session.measure(&mut part, &noise, None)?;
         elapsed += n.elapsed;
-        let probes = crate::attach::threads(&noise_tids(&n), n.origin, n.elapsed);
-        let gaps = noise_gaps(&n);
-        n.fill(&mut half, DEFAULT_SPIKE_CAPACITY);
-        causes.push_str(&crate::attach::finish(
-            tracing,
-            &mut half,
-            &probes,
-            &gaps,
-            "stolen time",
-        ));
-        merge_noise_half(&mut rec, half);
-        print!("{}", stolen_table(&rec));
+        if let Some(s) = n.cause {
+            causes.push_str(&cause::section(noise.probe.spikes_are(), &s, &part));
+        }
+        punctual_measure::merge::merge_noise_half(&mut rec, part);
+        print!("{}", probe::stolen_table(&rec));
     }
-    super::load::finish_loads(loads, &load_specs, &mut rec);
-    print!("{}", super::load::load_lines(&rec));
+    punctual_measure::loads::finish(loads, &load_specs, &mut rec);
+    print!("{}", load::load_lines(&rec));
     print!("{causes}");
-    finish_record(&mut rec, elapsed, args.duration);
+    punctual_measure::session::finish_record(&mut rec, elapsed, args.duration);
     println!("\n== summary");
-    print!("{}", summary(&rec));
+    print!("{}", probe::check_summary(&rec));
     print_verdicts(&mut rec, timer_elapsed);
     if !rec.warnings.is_empty() {
         println!("\n== what may hurt, and what to change");
-        print!("{}", warnings_text(&rec));
+        print!("{}", probe::warnings_text(&rec));
     }
     write_json(&rec, &args.json)
 }

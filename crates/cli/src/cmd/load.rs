@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use punctual_loads::{LoadSpec, Loads, LoadsOutcome, RunningLoads};
+use punctual_loads::{LoadSpec, LoadsOutcome};
 use punctual_record::{Record, Source, Warning};
 use punctual_units::Nanos;
 
@@ -72,8 +72,8 @@ pub fn run(args: Args) -> CliResult {
         eprintln!("punctual: {m}");
     }
     let started_at = crate::output::rfc3339_now();
-    let running =
-        start_loads(&specs, args.duration)?.ok_or_else(|| CliError::usage("no load given"))?;
+    let running = punctual_measure::loads::start(&specs, args.duration)?
+        .ok_or_else(|| CliError::usage("no load given"))?;
     let t0 = Instant::now();
     eprintln!(
         "punctual load: {} for {} (worker pid {}); Ctrl-C stops early and keeps the figures",
@@ -129,147 +129,7 @@ pub fn run(args: Args) -> CliResult {
     Ok(())
 }
 
-/// clap value parser for the probes' `--load KIND[:opts][+KIND…]`.
-pub fn load_spec(s: &str) -> Result<Vec<LoadSpec>, String> {
-    LoadSpec::parse_list(s).map_err(|e| e.to_string())
-}
-
-/// For probe verbs: `--load` text into specs, refused with one sentence
-/// (status 2) before anything starts. Also clears interrupt routing a
-/// killed earlier run left behind, as `punctual load` does, so the probe
-/// does not measure a stale setting.
-pub fn probe_load_specs(text: Option<&str>) -> CliResult<Vec<LoadSpec>> {
-    let Some(t) = text else {
-        return Ok(Vec::new());
-    };
-    let specs = load_spec(t).map_err(CliError::usage)?;
-    for m in punctual_loads::irq::recover_stale() {
-        eprintln!("punctual: {m}");
-    }
-    Ok(specs)
-}
-
-/// For probe verbs: starts `--load` (if given) for the probe's duration.
-/// Returns once the loads run; a spec that cannot be used here (unwritable
-/// dir, missing program) is a usage error.
-pub fn start_loads(specs: &[LoadSpec], duration: Nanos) -> CliResult<Option<RunningLoads>> {
-    if specs.is_empty() {
-        return Ok(None);
-    }
-    Loads::start(specs, duration).map(Some).map_err(|e| {
-        if e.is_usage() {
-            CliError::usage(e.to_string())
-        } else {
-            CliError::runtime(e.to_string())
-        }
-    })
-}
-
-/// For probe verbs: stops the loads and puts what they achieved in the
-/// record's `load` section, their notes as warnings and the specs in
-/// `config.load`.
-pub fn finish_loads(running: Option<RunningLoads>, specs: &[LoadSpec], rec: &mut Record) {
-    let Some(r) = running else { return };
-    let o = r.stop_outcome();
-    rec.set_config(
-        "load",
-        specs.iter().map(|s| s.text.clone()).collect::<Vec<_>>(),
-    );
-    rec.load = o.reports;
-    for n in o.notes {
-        rec.warnings.push(Warning::Other { message: n });
-    }
-}
-
-/// One block per load, figures in the order a user reads them: the
-/// headline (throughput, MB/s…) first, then the rest alphabetically.
+/// One block per load, figures in the order a user reads them.
 fn render(o: &LoadsOutcome) -> String {
-    render_reports(&o.reports)
-}
-
-/// For probe verbs: what the `--load` achieved, under the probe's table
-/// (empty without a load), so a quiet result under a load that never got
-/// going is visible as such.
-pub fn load_lines(rec: &Record) -> String {
-    if rec.load.is_empty() {
-        return String::new();
-    }
-    format!(
-        "load during the measurement (achieved):\n{}",
-        render_reports(&rec.load)
-    )
-}
-
-fn render_reports(reports: &[punctual_record::LoadReport]) -> String {
-    const HEADLINE: &[&str] = &[
-        "throughput_gbit_s",
-        "messages_per_s",
-        "packets_per_s",
-        "lost_packets",
-        "loss_fraction",
-        "mb_per_s",
-        "iops",
-        "copy_gb_per_s",
-        "wakeups_per_s",
-        "cpu_fraction",
-        "duration_s",
-    ];
-    let mut s = String::new();
-    for r in reports {
-        s.push_str(&format!("{}  ({})\n", r.kind, r.spec));
-        let mut keys: Vec<&String> = r.achieved.keys().collect();
-        keys.sort_by_key(|k| {
-            (
-                HEADLINE.iter().position(|h| h == k).unwrap_or(usize::MAX),
-                (*k).clone(),
-            )
-        });
-        for k in keys {
-            s.push_str(&format!("  {:<28} {}\n", k, fmt_num(r.achieved[k])));
-        }
-    }
-    s
-}
-
-fn fmt_num(v: f64) -> String {
-    if v == v.trunc() && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_read_well() {
-        assert_eq!(fmt_num(3.0), "3");
-        assert_eq!(fmt_num(35.123), "35.12");
-        assert_eq!(fmt_num(12345.6), "12346");
-        assert_eq!(fmt_num(0.01234), "0.0123");
-    }
-
-    #[test]
-    fn headline_first() {
-        let mut r = punctual_record::LoadReport {
-            kind: "net".into(),
-            spec: "net".into(),
-            achieved: Default::default(),
-        };
-        r.achieved.insert("bytes_received".into(), 1.0);
-        r.achieved.insert("throughput_gbit_s".into(), 2.5);
-        let s = render(&LoadsOutcome {
-            reports: vec![r],
-            notes: vec![],
-        });
-        let a = s.find("throughput_gbit_s").unwrap();
-        let b = s.find("bytes_received").unwrap();
-        assert!(a < b, "{s}");
-    }
+    punctual_report::text::load::reports(&o.reports)
 }

@@ -26,6 +26,9 @@ pub enum Format {
     Prometheus,
     /// Chrome trace-event JSON for ui.perfetto.dev.
     Perfetto,
+    /// The terminal text the verb that made each record printed (timer,
+    /// noise, cause, sysinfo, load records).
+    Text,
 }
 
 #[derive(clap::Args, Debug)]
@@ -245,6 +248,7 @@ pub fn run(a: Args) -> CliResult {
             Format::Hlog => hlog::render(&inputs).map_err(usage)?,
             Format::Prometheus => prometheus::render(&inputs),
             Format::Perfetto => perfetto::render(&inputs),
+            Format::Text => text_format(&inputs)?,
         };
         write_out(a.output.as_deref(), &bytes)?;
         if let Some(p) = &a.output {
@@ -256,6 +260,17 @@ pub fn run(a: Args) -> CliResult {
         print!("{}", summary(&inputs));
     }
     Ok(())
+}
+
+/// Each record as its verb printed it, one after the other.
+fn text_format(inputs: &[Input]) -> CliResult<Vec<u8>> {
+    let mut out = String::new();
+    for i in inputs {
+        let t = punctual_report::text::render(&i.record)
+            .map_err(|e| CliError::usage(format!("{}: {e}", i.label)))?;
+        out.push_str(&t);
+    }
+    Ok(out.into_bytes())
 }
 
 /// The cyclictest histogram (one µs per row, one column per latency

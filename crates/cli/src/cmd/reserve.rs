@@ -261,7 +261,7 @@ pub fn run(a: Args) -> CliResult {
         several,
     } = validate(&a)?;
     opts::check_output("--json", &a.json)?;
-    let load_specs = super::load::probe_load_specs(a.load.as_deref())?;
+    let load_specs = crate::opts::load_specs(a.load.as_deref())?;
     if let Err(e) = punctual_reserve::deadline_permitted() {
         return Err(match e.raw_os_error() {
             // EPERM, EACCES
@@ -347,7 +347,7 @@ pub fn run(a: Args) -> CliResult {
     } else {
         Nanos::from_secs(24 * 3600)
     });
-    let loads = super::load::start_loads(&load_specs, load_for)?;
+    let loads = punctual_measure::loads::start(&load_specs, load_for)?;
     let result = if !several.is_empty() {
         std::thread::scope(|sc| {
             let handles: Vec<_> = placed
@@ -410,7 +410,7 @@ pub fn run(a: Args) -> CliResult {
         )
         .map(|o| Outcome::Cmd(Box::new(o)))
     };
-    super::load::finish_loads(loads, &load_specs, &mut rec);
+    punctual_measure::loads::finish(loads, &load_specs, &mut rec);
     if memlock.is_ok() {
         punctual_live::rt::unlock_memory();
     }
@@ -465,7 +465,7 @@ pub fn run(a: Args) -> CliResult {
         crate::output::write_record(&rec, p)?;
     }
     let mut text = summary(&rec, &a, &spec, &outcome, &notes);
-    text.push_str(&super::load::load_lines(&rec));
+    text.push_str(&punctual_report::text::load::load_lines(&rec));
     // A closed pipe (| head) must not turn a finished run into a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     if let Outcome::Cmd(c) = &outcome {

@@ -4,9 +4,8 @@
 
 use std::fmt::Write;
 
+use punctual_record::cause::{CauseSummary, SourceTotalShare};
 use punctual_record::{Nanos, Record};
-
-use crate::recorder::{CauseSummary, SourceTotalShare};
 
 fn label(s: &SourceTotalShare) -> String {
     match &s.total.sched {
@@ -90,8 +89,8 @@ pub fn top_offenders(sum: &CauseSummary, top: usize) -> String {
         if let Some(sp) = &c.stolen_split {
             let denom = sp.stolen_ns.max(1) as f64;
             for (name, ns) in [
-                (crate::recorder::ENTRY_EXIT_NAME, sp.entry_exit_ns),
-                (crate::recorder::LOOP_NAME, sp.loop_ns),
+                (punctual_record::cause::ENTRY_EXIT_NAME, sp.entry_exit_ns),
+                (punctual_record::cause::LOOP_NAME, sp.loop_ns),
                 ("unexplained (no guest event)", sp.no_event_ns),
                 ("unexplained (cpu idle)", sp.idle_ns),
             ] {
@@ -254,4 +253,29 @@ pub fn named_line(sum: &CauseSummary) -> String {
         sum.spike_unexplained_ns as f64 * 100.0 / total as f64,
         sum.spike_idle_ns as f64 * 100.0 / total as f64,
     )
+}
+
+/// The attribution as `punctual cause` prints it: the `top` offenders per
+/// CPU and overall, the `spikes` largest spikes broken down, the sources
+/// named, and what the recorder itself cost.
+pub fn report(sum: &CauseSummary, rec: &Record, top: usize, spikes: usize) -> String {
+    let mut out = top_offenders(sum, top);
+    out.push_str(&spike_breakdowns(rec, spikes));
+    out.push_str(&named_line(sum));
+    out.push_str(&format!(
+        "Recorder: {} events in {} pages, reader used {} of CPU ({:.3}% of one CPU)\n",
+        sum.events,
+        sum.pages,
+        Nanos(sum.recorder_cpu_ns),
+        sum.recorder_cpu_fraction * 100.0
+    ));
+    out
+}
+
+/// A probe verb's `--cause` section: headed by what its spikes are (`late
+/// wake-ups`, `stolen time`), ten offenders and ten spikes.
+pub fn section(what: &str, sum: &CauseSummary, rec: &Record) -> String {
+    let mut out = format!("\n== causes of {what} (tracefs flight recorder)\n");
+    out.push_str(&report(sum, rec, 10, 10));
+    out
 }

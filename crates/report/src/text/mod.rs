@@ -1,0 +1,99 @@
+//! Terminal text: what each verb prints, rendered from its record alone,
+//! so `punctual report --format text REC` reads a saved record exactly as
+//! the verb printed it.
+
+pub mod cause;
+pub mod load;
+pub mod platform;
+pub mod probe;
+
+use punctual_record::Record;
+
+use crate::ReportError;
+
+/// What the verb that made `rec` printed on standard output. Records of
+/// the probe verbs (`timer`, `noise`, `cause`), `sysinfo` and `load` are
+/// rendered; others are refused with one sentence.
+pub fn render(rec: &Record) -> Result<String, ReportError> {
+    let mut out = String::new();
+    match rec.kind.as_str() {
+        "timer" | "noise" => {
+            let what = if rec.kind == "timer" {
+                out.push_str(&probe::latency_table(rec));
+                "late wake-ups"
+            } else {
+                out.push_str(&probe::stolen_table(rec));
+                "stolen time"
+            };
+            out.push_str(&load::load_lines(rec));
+            if let Some(sum) = rec.cause() {
+                out.push_str(&cause::section(what, &sum, rec));
+            }
+            out.push_str(&probe::warnings_block(rec));
+        }
+        "cause" => out.push_str(&cause_verb(rec, 10, 10)),
+        "sysinfo" => {
+            out.push_str(&platform::platform_text(&rec.platform, false));
+            out.push_str(&probe::warnings_block(rec));
+        }
+        "load" => out.push_str(&load::reports(&rec.load)),
+        other => {
+            return Err(ReportError::Input(format!(
+                "--format text renders records of timer, noise, cause, sysinfo and load; this one is of '{other}'"
+            )))
+        }
+    }
+    Ok(out)
+}
+
+/// What `punctual cause` prints on standard output: the probe's table, the
+/// attribution (`top` offenders, `spikes` spikes broken down), the
+/// injected neighbor's own account and the load's figures.
+pub fn cause_verb(rec: &Record, top: usize, spikes: usize) -> String {
+    let noise = rec.config.get("probe").and_then(|v| v.as_str()) == Some("noise");
+    let mut out = if noise {
+        probe::stolen_table(rec)
+    } else {
+        probe::latency_table(rec)
+    };
+    out.push('\n');
+    if let Some(sum) = rec.cause() {
+        out.push_str(&cause::report(&sum, rec, top, spikes));
+    }
+    if let Some(n) = rec.extra.get("neighbor") {
+        let num = |k: &str| n.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+        out.push_str(&format!(
+            "noisy-neighbor/{}: {} bursts, spun {} (its own measurement)\n",
+            n.get("tid").and_then(|v| v.as_i64()).unwrap_or(0),
+            num("bursts"),
+            punctual_record::Nanos(num("spun_ns"))
+        ));
+    }
+    out.push_str(&load::load_lines(rec));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_record::{Platform, Source};
+
+    #[test]
+    fn a_record_of_a_verb_without_text_is_refused_by_name() {
+        let rec = Record::new(Source::Simulated, "simulate", Platform::default());
+        let e = render(&rec).unwrap_err().to_string();
+        assert!(e.contains("'simulate'"), "{e}");
+    }
+
+    #[test]
+    fn a_timer_record_prints_its_table_and_warnings() {
+        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+        rec.warnings.push(punctual_record::Warning::Other {
+            message: "a note".into(),
+        });
+        let t = render(&rec).unwrap();
+        assert!(t.starts_with("cpu "), "{t}");
+        let warnings = t.find("warnings:\n").expect("a warnings block");
+        assert!(t[warnings..].contains("] a note\n"), "{t}");
+    }
+}

@@ -1,0 +1,166 @@
+//! The probe verbs' tables (`timer`, `noise`, `check`, `cause`) and the
+//! warnings under them, read from the record alone.
+
+use punctual_record::{Metric, Nanos, Record, Severity, Warning};
+
+fn fmt_ns(n: Nanos) -> String {
+    n.to_string()
+}
+
+/// Terminal table of latency series, one row per CPU.
+pub fn latency_table(rec: &Record) -> String {
+    let mut out = format!(
+        "{:<5} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}\n",
+        "cpu", "wakeups", "min", "p50", "p99", "p99.9", "max", "mean", "missed"
+    );
+    for s in rec.series.iter().filter(|s| s.metric == Metric::Latency) {
+        out.push_str(&format!(
+            "{:<5} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}\n",
+            s.cpu
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| s.name.clone()),
+            s.count,
+            fmt_ns(s.min),
+            fmt_ns(s.percentiles.p50),
+            fmt_ns(s.percentiles.p99),
+            fmt_ns(s.percentiles.p99_9),
+            fmt_ns(s.max),
+            fmt_ns(s.mean),
+            s.missed
+        ));
+    }
+    out
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.3}%", x * 100.0)
+}
+
+/// Terminal table of stolen time, one row per CPU, with the kernel's view.
+pub fn stolen_table(rec: &Record) -> String {
+    let mut out = format!(
+        "{:<5} {:>9} {:>10} {:>9} {:>10} {:>9} {:>10} {:>9} | {:>9} {:>9} {:>9} {:>9}\n",
+        "cpu",
+        "observed",
+        "stolen",
+        "fraction",
+        "intervals",
+        "max gap",
+        "threshold",
+        "loop",
+        "k.irq",
+        "k.softirq",
+        "k.steal",
+        "k.admits"
+    );
+    for s in &rec.stolen {
+        let (irq, soft, steal, admits) = match &s.kernel_view {
+            Some(k) => {
+                let sum = k.irq_ns + k.softirq_ns + k.steal_ns;
+                let admits = if s.total_ns.is_zero() {
+                    "-".to_string()
+                } else {
+                    format!("{:.0}%", 100.0 * sum.0 as f64 / s.total_ns.0 as f64)
+                };
+                (
+                    k.irq_ns.to_string(),
+                    k.softirq_ns.to_string(),
+                    k.steal_ns.to_string(),
+                    admits,
+                )
+            }
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        out.push_str(&format!(
+            "{:<5} {:>9} {:>10} {:>9} {:>10} {:>9} {:>10} {:>9} | {:>9} {:>9} {:>9} {:>9}\n",
+            s.cpu,
+            s.observed_ns.to_string(),
+            s.total_ns.to_string(),
+            pct(s.fraction),
+            s.intervals,
+            s.max_ns.to_string(),
+            s.threshold_ns.to_string(),
+            s.loop_cost_ns.unwrap_or_default().to_string(),
+            irq,
+            soft,
+            steal,
+            admits
+        ));
+    }
+    out.push_str("k.* = the kernel's own accounting (/proc/stat) over the same run; k.admits = its share of the stolen time measured\n");
+    out
+}
+
+/// Warnings, most serious first, one per line.
+pub fn warnings_text(rec: &Record) -> String {
+    let mut w: Vec<&Warning> = rec.warnings.iter().collect();
+    w.sort_by_key(|x| std::cmp::Reverse(x.severity()));
+    w.iter()
+        .map(|x| {
+            let sev = match x.severity() {
+                Severity::Info => "info",
+                Severity::Warn => "warn",
+                Severity::Degraded => "degraded",
+            };
+            format!("  [{sev}] {}\n", x.message())
+        })
+        .collect()
+}
+
+/// `warnings:` and the warnings, or nothing when there are none: the
+/// closing block of `timer`, `noise` and `sysinfo`.
+pub fn warnings_block(rec: &Record) -> String {
+    if rec.warnings.is_empty() {
+        String::new()
+    } else {
+        format!("warnings:\n{}", warnings_text(rec))
+    }
+}
+
+/// The plain-language summary of a check record.
+pub fn check_summary(rec: &Record) -> String {
+    let mut out = String::new();
+    for s in rec.series.iter().filter(|s| s.metric == Metric::Latency) {
+        let cpu = s.cpu.unwrap_or(0);
+        let mut line = format!(
+            "CPU {cpu}: a thread woke typically {} late (median), 1 in 1000 wake-ups {} or later, worst {}",
+            s.percentiles.p50, s.percentiles.p99_9, s.max
+        );
+        if s.missed > 0 {
+            line.push_str(&format!(
+                "; {} periods of {} passed without a wake-up",
+                s.missed,
+                s.sample_period_ns.unwrap_or_default()
+            ));
+        } else {
+            line.push_str("; no period was missed");
+        }
+        out.push_str(&line);
+        out.push_str(".\n");
+        if let Some(st) = rec.stolen.iter().find(|x| x.cpu == cpu) {
+            let mut l = format!(
+                "       a busy thread lost {:.2}% of its time in {} interruptions (longest {})",
+                st.fraction * 100.0,
+                st.intervals,
+                st.max_ns
+            );
+            if let Some(k) = &st.kernel_view {
+                let sum = k.irq_ns + k.softirq_ns + k.steal_ns;
+                if st.total_ns.is_zero() {
+                    l.push_str("; the kernel accounted for none");
+                } else {
+                    l.push_str(&format!(
+                        "; the kernel accounts for {:.0}% of that (irq {}, softirq {}, steal {})",
+                        100.0 * sum.0 as f64 / st.total_ns.0 as f64,
+                        k.irq_ns,
+                        k.softirq_ns,
+                        k.steal_ns
+                    ));
+                }
+            }
+            out.push_str(&l);
+            out.push_str(".\n");
+        }
+    }
+    out
+}
