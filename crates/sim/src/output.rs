@@ -9,7 +9,7 @@ use punctual_record::{
 use punctual_units::Nanos;
 use serde_json::{json, Value};
 
-use crate::engine::Outcome;
+use crate::outcome::Outcome;
 use crate::scenario::Scenario;
 
 /// Simulated runs carry a fixed start time: the record of a scenario and
