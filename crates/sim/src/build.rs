@@ -28,9 +28,7 @@ use crate::outcome::{
 };
 use crate::queue::{key, EvQueue, NO_KEY};
 use crate::rng::Rng;
-use crate::scenario::{
-    index_by_name, Dist, Scenario, ScenarioError, ScenarioFile, TaskSpec, MAX_DURATION,
-};
+use crate::scenario::{Dist, Scenario, ScenarioError, ScenarioFile, TaskSpec, MAX_DURATION};
 
 /// The seed used when neither the scenario nor the command line gives one.
 pub const DEFAULT_SEED: u64 = 0x5EED_0000_0001;
@@ -54,8 +52,19 @@ pub(crate) fn common(scn: &Scenario, opts: &RunOptions) -> Result<Common, Scenar
         .or(f.sim.duration.map(|d| d.0))
         .unwrap_or(DEFAULT_DURATION);
     if end.is_zero() || end > MAX_DURATION {
-        return Err(scn.error("sim.duration must be greater than zero and at most 100 years"));
+        return Err(scn.error_at_key(
+            &["sim", "duration"],
+            "sim.duration must be greater than zero and at most 100 years",
+        ));
     }
+    if f.task.is_empty() && f.noise.is_empty() && f.stream.is_empty() && f.constraint.is_empty() {
+        return Err(
+            scn.error("nothing to simulate: the scenario has no [[task]], [[noise]] or [[stream]]")
+        );
+    }
+    scn.unique_names("task", &f.task, |t| &t.name)?;
+    scn.unique_names("stream", &f.stream, |t| &t.name)?;
+    scn.unique_names("constraint", &f.constraint, |t| &t.name)?;
     Ok(Common { seed, end })
 }
 
@@ -108,15 +117,13 @@ impl Sim {
         };
         sim.build_clock(&cx)?;
         let lock_names = check_locks(&cx)?;
-        let task_names = index_by_name(&f.task, |t| t.name.get_ref());
-        if task_names.len() != f.task.len() {
-            return Err(scn.error("two [[task]] entries share a name"));
-        }
+        let task_names = scn.unique_names("task", &f.task, |t| &t.name)?;
         let mut lock_cpu: LockPlaces = vec![None; f.lock.len()];
         for (i, t) in f.task.iter().enumerate() {
             sim.build_task(&cx, i, t, &lock_names, &mut lock_cpu)?;
         }
         sim.build_timers(&cx, &task_names)?;
+        sim.check_timer_tasks(&cx)?;
         sim.build_noise(&cx)?;
         sim.build_streams(&cx, &task_names)?;
         sim.clock_src = sim.add_source(0, "irq", "clock");
@@ -486,6 +493,24 @@ impl Sim {
         Ok(())
     }
 
+    /// A timer task no `[[timer]]` releases would never run: refused
+    /// rather than simulated as idle.
+    fn check_timer_tasks(&self, cx: &Ctx) -> Result<(), ScenarioError> {
+        for (i, t) in self.tasks.iter().enumerate() {
+            if t.kind == TaskKind::Timer && !self.timers.iter().any(|tm| tm.task == i) {
+                let spec = &cx.f.task[i];
+                return Err(cx.scn.error_at(
+                    spec.name.span(),
+                    format!(
+                        "task '{}': kind = \"timer\" but no [[timer]] releases it",
+                        spec.name.get_ref()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn build_noise(&mut self, cx: &Ctx) -> Result<(), ScenarioError> {
         let (scn, f, seed) = (cx.scn, cx.f, cx.seed);
         for (i, n) in f.noise.iter().enumerate() {
@@ -749,6 +774,7 @@ impl Sim {
             count: 0,
             total: Nanos::ZERO,
             max: Nanos::ZERO,
+            dropped: 0,
         });
         self.sources.len() - 1
     }
@@ -759,11 +785,17 @@ fn sched_config(scn: &Scenario) -> Result<(u32, SchedConfig), ScenarioError> {
     let f = &scn.spec;
     let ncpu = f.sim.cpus;
     if ncpu == 0 || ncpu > 256 {
-        return Err(scn.error(format!("sim.cpus = {ncpu}: must be 1 to 256")));
+        return Err(scn.error_at_key(
+            &["sim", "cpus"],
+            format!("sim.cpus = {ncpu}: must be 1 to 256"),
+        ));
     }
     let cap = f.sim.admission_cap.unwrap_or(0.85);
     if !(cap > 0.0 && cap <= 1.0) {
-        return Err(scn.error(format!("sim.admission_cap = {cap}: must be in (0, 1]")));
+        return Err(scn.error_at_key(
+            &["sim", "admission_cap"],
+            format!("sim.admission_cap = {cap}: must be in (0, 1]"),
+        ));
     }
     let cfg = SchedConfig {
         quantum: f.sim.quantum.map(|d| d.0).unwrap_or(Nanos::from_ms(20)),
@@ -772,7 +804,7 @@ fn sched_config(scn: &Scenario) -> Result<(u32, SchedConfig), ScenarioError> {
         timeshare_reservation: f.sim.timeshare_reservation.map(|r| (r.amount, r.period)),
     };
     if cfg.quantum.is_zero() {
-        return Err(scn.error("sim.quantum must be greater than zero"));
+        return Err(scn.error_at_key(&["sim", "quantum"], "sim.quantum must be greater than zero"));
     }
     Ok((ncpu, cfg))
 }
@@ -781,10 +813,7 @@ fn sched_config(scn: &Scenario) -> Result<(u32, SchedConfig), ScenarioError> {
 /// from their first user.
 fn check_locks(cx: &Ctx) -> Result<BTreeMap<String, usize>, ScenarioError> {
     let (scn, f) = (cx.scn, cx.f);
-    let lock_names = index_by_name(&f.lock, |l| l.name.get_ref());
-    if lock_names.len() != f.lock.len() {
-        return Err(scn.error("two [[lock]] entries share a name"));
-    }
+    let lock_names = scn.unique_names("lock", &f.lock, |l| &l.name)?;
     for l in &f.lock {
         match l.protocol.get_ref().as_str() {
             "none" | "inherit" => {}

@@ -28,6 +28,11 @@ use crate::scenario::Dist;
 /// Releases queued behind a running job before further ones count as lost.
 const MAX_BACKLOG: usize = 10_000;
 
+/// Pieces of interrupt and DPC work queued on one CPU before further ones
+/// are dropped (and counted in their source's `dropped`): an interrupt rate
+/// the CPU can never serve would otherwise grow the queue without bound.
+pub(crate) const MAX_BH_QUEUE: usize = 10_000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Level {
     Dpc,
@@ -799,8 +804,12 @@ impl Sim {
                 let cpu = &mut self.cpus[c];
                 let until = now + d;
                 if until > cpu.stall_until {
+                    // The stretch this stall adds to one still running: the
+                    // slices of one CPU's stalls never overlap.
+                    let from = cpu.stall_until.max(now);
                     cpu.stall_until = until;
                     cpu.stall_src = src;
+                    self.emit_slice(c, SliceOwner::Source(src), from, until - from);
                 }
                 self.sources[src].count += 1;
                 if d > self.sources[src].max {
@@ -860,6 +869,12 @@ impl Sim {
     }
 
     fn push_bh(&mut self, c: usize, src: usize, len: Nanos, visible: bool, action: Action) {
+        if self.cpus[c].bh.len() >= MAX_BH_QUEUE {
+            // The CPU cannot catch up at interrupt level: memory stays
+            // bounded and the loss is counted, as for task backlogs.
+            self.sources[src].dropped += 1;
+            return;
+        }
         self.cpus[c].bh.push_back(BhItem {
             remaining: len,
             len,
@@ -1396,6 +1411,25 @@ impl Sim {
             if let Some(ti) = self.cpus[c].running {
                 self.trace_thread(c, ti);
             }
+        }
+        for x in &self.sources {
+            if x.dropped > 0 {
+                self.warnings.push(format!(
+                    "cpu {}: {} pieces of {} work from '{}' were dropped: more than {MAX_BH_QUEUE} were waiting at interrupt level",
+                    x.cpu, x.dropped, x.kind, x.name
+                ));
+            }
+        }
+        // A job still pending after its deadline has missed it, whether it
+        // would have finished later or not: counted here, as a completion
+        // would have counted it. A deadline exactly at the end is not yet
+        // past (a job finishing at that instant is on time).
+        for t in &mut self.tasks {
+            let late = |release: Nanos| t.deadline.is_some_and(|d| release + d < end);
+            let pending = u64::from(t.active && late(t.job_release))
+                + t.backlog.iter().filter(|&&r| late(r)).count() as u64;
+            t.stats.deadline_misses += pending;
+            t.stats.latency.add_missed(pending);
         }
         // Fold the recorders' pending counts once here rather than in a
         // copy at every read of the outcome.

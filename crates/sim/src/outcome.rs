@@ -23,6 +23,9 @@ pub struct SourceStats {
     pub count: u64,
     pub total: Nanos,
     pub max: Nanos,
+    /// Pieces of its work dropped because the CPU's interrupt-level queue
+    /// was full.
+    pub dropped: u64,
 }
 
 /// Per-task results the record and sweeps are built from.

@@ -43,8 +43,23 @@ pub fn run(
     let Common { seed, end } = common(scn, opts)?;
     refuse_unsupported(scn)?;
     let base = f.sim.plan_base.map_or(Nanos::from_ms(10), |d| d.0);
-    let mut plan =
-        Plan::new(PlanConfig::new(base)).map_err(|e| scn.error(format!("sim.plan_base: {e}")))?;
+    let mut config = PlanConfig::new(base);
+    // The plan's own default cap (95%, Linux's real-time cap) unless the
+    // scenario sets one; with admission off, up to the whole CPU.
+    if let Some(cap) = f.sim.admission_cap {
+        if !(cap > 0.0 && cap <= 1.0) {
+            return Err(scn.error_at_key(
+                &["sim", "admission_cap"],
+                format!("sim.admission_cap = {cap}: must be in (0, 1]"),
+            ));
+        }
+        config.utilization_limit_ppm = (cap * 1e6).round() as u32;
+    }
+    let cap_ppm = config.utilization_limit_ppm;
+    if !f.sim.admission {
+        config.utilization_limit_ppm = 1_000_000;
+    }
+    let mut plan = Plan::new(config).map_err(|e| scn.error(format!("sim.plan_base: {e}")))?;
 
     let mut tasks: Vec<PTask> = Vec::new();
     let mut by_rez = BTreeMap::new();
@@ -66,7 +81,10 @@ pub fn run(
                 let adm = plan.reserve(r.amount.0, r.period.0).map_err(|e| {
                     scn.error_at(
                         t.name.span(),
-                        format!("task {name}: reservation denied: {e}"),
+                        format!(
+                            "task {name}: reservation denied: {e}{}",
+                            rounding_note(&config, r.amount.0, r.period.0)
+                        ),
                     )
                 })?;
                 by_rez.insert(adm.info.id, tasks.len());
@@ -250,6 +268,14 @@ pub fn run(
         now = until;
     }
     let ended_at = now.min(end);
+    // Queries the run ended before were never put to the plan.
+    for &(_, ci) in &queries[next_query..] {
+        let r = &mut results[ci];
+        r.denied_because = Some(format!(
+            "not asked: it comes at {}, after the run ended at {ended_at}",
+            r.asked_at
+        ));
+    }
     for i in 0..tasks.len() {
         close(
             i,
@@ -273,6 +299,14 @@ pub fn run(
     }
     let bin = Nanos((end.0 / 1000).max(Nanos::from_ms(1).0));
     let mut warnings = Vec::new();
+    let used_ppm = (plan.utilization_fraction() * 1e6).round() as u32;
+    if !f.sim.admission && used_ppm > cap_ppm {
+        warnings.push(format!(
+            "the plan reserves {:.1}% of the CPU, over the admission cap {:.1}% (admission is off)",
+            used_ppm as f64 / 1e4,
+            cap_ppm as f64 / 1e4
+        ));
+    }
     for r in &results {
         if r.granted && r.completed_at.is_none() && r.deadline <= ended_at {
             warnings.push(format!(
@@ -445,6 +479,25 @@ fn close(
         t.cur_period += 1;
         t.cur_received = Nanos::ZERO;
     }
+}
+
+/// When the plan counts a reservation against a shorter period than asked
+/// (periods round down to `base` times a power of two), the sentence that
+/// says so, since a refusal then names figures the scenario never wrote.
+fn rounding_note(config: &PlanConfig, amount: Nanos, period: Nanos) -> String {
+    let base = config.base.0;
+    if base == 0 || period.0 < base || amount > period {
+        return String::new();
+    }
+    let level = (63 - (period.0 / base).leading_zeros()).min(config.max_depth);
+    let effective = Nanos(base << level);
+    if effective == period {
+        return String::new();
+    }
+    format!(
+        " ({period} was rounded down to the {effective} plan level, so {amount} becomes {:.1}% of the CPU)",
+        amount.0 as f64 * 100.0 / effective.0 as f64
+    )
 }
 
 fn plan_summary(plan: &Plan) -> String {

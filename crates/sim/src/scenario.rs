@@ -488,6 +488,46 @@ impl Scenario {
         }
     }
 
+    /// An error located at the value of the dotted key `path` (`sim.cpus`)
+    /// when the file states it, else at the file alone (the value came
+    /// from a default or the command line).
+    pub fn error_at_key(&self, path: &[&str], message: impl Into<String>) -> ScenarioError {
+        let span = toml_edit::ImDocument::parse(self.text.as_str())
+            .ok()
+            .and_then(|doc| {
+                let mut item = doc.as_item();
+                for k in path {
+                    item = item.get(k)?;
+                }
+                item.span()
+            });
+        match span {
+            Some(span) => self.error_at(span, message),
+            None => self.error(message),
+        }
+    }
+
+    /// Refuses two entries of one `[[kind]]` with the same name, at the
+    /// second one: the record keeps one result per name.
+    pub(crate) fn unique_names<T>(
+        &self,
+        kind: &str,
+        items: &[T],
+        name: impl Fn(&T) -> &Spanned<String>,
+    ) -> Result<BTreeMap<String, usize>, ScenarioError> {
+        let mut seen = BTreeMap::new();
+        for (i, t) in items.iter().enumerate() {
+            let n = name(t);
+            if seen.insert(n.get_ref().clone(), i).is_some() {
+                return Err(self.error_at(
+                    n.span(),
+                    format!("two [[{kind}]] entries are named '{}'", n.get_ref()),
+                ));
+            }
+        }
+        Ok(seen)
+    }
+
     pub fn error(&self, message: impl Into<String>) -> ScenarioError {
         ScenarioError {
             file: self.file.clone(),
@@ -637,15 +677,6 @@ pub fn parse_set(s: &str) -> Result<(String, String), String> {
         return Err(format!("'{s}': empty key"));
     }
     Ok((k.trim().to_string(), v.trim().to_string()))
-}
-
-/// Names of things, for cross-references.
-pub(crate) fn index_by_name<T>(items: &[T], name: impl Fn(&T) -> &str) -> BTreeMap<String, usize> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (name(t).to_string(), i))
-        .collect()
 }
 
 #[cfg(test)]
