@@ -43,22 +43,7 @@ pub fn run(
     let Common { seed, end } = common(scn, opts)?;
     refuse_unsupported(scn)?;
     let base = f.sim.plan_base.map_or(Nanos::from_ms(10), |d| d.0);
-    let mut config = PlanConfig::new(base);
-    // The plan's own default cap (95%, Linux's real-time cap) unless the
-    // scenario sets one; with admission off, up to the whole CPU.
-    if let Some(cap) = f.sim.admission_cap {
-        if !(cap > 0.0 && cap <= 1.0) {
-            return Err(scn.error_at_key(
-                &["sim", "admission_cap"],
-                format!("sim.admission_cap = {cap}: must be in (0, 1]"),
-            ));
-        }
-        config.utilization_limit_ppm = (cap * 1e6).round() as u32;
-    }
-    let cap_ppm = config.utilization_limit_ppm;
-    if !f.sim.admission {
-        config.utilization_limit_ppm = 1_000_000;
-    }
+    let (config, cap_ppm) = plan_config(scn, base)?;
     let mut plan = Plan::new(config).map_err(|e| scn.error(format!("sim.plan_base: {e}")))?;
 
     let mut tasks: Vec<PTask> = Vec::new();
@@ -396,6 +381,29 @@ fn constraint_queries(
         });
     }
     Ok((queries, results, owner_task))
+}
+
+/// The plan's configuration for `sim`: its own default cap (95%, Linux's
+/// real-time cap) unless the scenario sets one; with admission off, up to
+/// the whole CPU. Also the cap itself in parts per million, for the
+/// warning when admission is off.
+fn plan_config(scn: &Scenario, base: Nanos) -> Result<(PlanConfig, u32), ScenarioError> {
+    let f = &scn.spec;
+    let mut config = PlanConfig::new(base);
+    if let Some(cap) = f.sim.admission_cap {
+        if !(cap > 0.0 && cap <= 1.0) {
+            return Err(scn.error_at_key(
+                &["sim", "admission_cap"],
+                format!("sim.admission_cap = {cap}: must be in (0, 1]"),
+            ));
+        }
+        config.utilization_limit_ppm = (cap * 1e6).round() as u32;
+    }
+    let cap_ppm = config.utilization_limit_ppm;
+    if !f.sim.admission {
+        config.utilization_limit_ppm = 1_000_000;
+    }
+    Ok((config, cap_ppm))
 }
 
 /// What plan mode does not simulate: more than one CPU, noise, streams and
