@@ -407,11 +407,20 @@ impl fmt::Display for DenyReason {
                 deadline,
                 reserved_by_others,
                 granted_to_others,
-            } => write!(
-                f,
-                "only {available} of the {} from {window_start} to {deadline} is available ({reserved_by_others} reserved by others, {granted_to_others} granted to other constraints); {estimate} was asked",
-                *deadline - *window_start
-            ),
+            } => {
+                // Printed to three decimals, 9.000001 ms and 9 ms would read
+                // alike; then both are given to the nanosecond.
+                let (available, estimate) = if available.to_string() == estimate.to_string() {
+                    (format!("{}ns", available.0), format!("{}ns", estimate.0))
+                } else {
+                    (available.to_string(), estimate.to_string())
+                };
+                write!(
+                    f,
+                    "only {available} of the {} from {window_start} to {deadline} is available ({reserved_by_others} reserved by others, {granted_to_others} granted to other constraints); {estimate} was asked",
+                    *deadline - *window_start
+                )
+            }
             TooFragmented { slices } => write!(
                 f,
                 "the free time in the window is split into more than {slices} pieces; ask for a shorter window or a coarser plan"

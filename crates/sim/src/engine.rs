@@ -14,34 +14,27 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use punctual_record::{Metric, Recorder, Timeline};
-use punctual_sched::{
-    Class, FeedbackController, LockId, LockProtocol, PeriodStat, Reservation, RezKind, SchedConfig,
-    Scheduler, StolenInterval,
-};
+use punctual_sched::{LockId, PeriodStat, Scheduler, StolenInterval};
 use punctual_units::Nanos;
 
+use crate::outcome::{
+    CpuStolen, Outcome, PeriodTotals, SourceStats, StreamStats, TaskStats, TimelineLog, TraceSlice,
+    MAX_PERIODS, MAX_SPIKES,
+};
 use crate::queue::{key, key_time, EvQueue, NO_KEY};
 use crate::rng::Rng;
-use crate::scenario::{index_by_name, Dist, Scenario, ScenarioError, MAX_DURATION};
-
-/// The seed used when neither the scenario nor the command line gives one.
-pub const DEFAULT_SEED: u64 = 0x5EED_0000_0001;
-
-/// How long a run is when the scenario does not say.
-pub const DEFAULT_DURATION: Nanos = Nanos::from_secs(10);
-
-/// Stored periods in the record; later ones only count in the summary.
-pub const MAX_PERIODS: usize = 10_000;
-
-/// Spikes kept in the record.
-pub const MAX_SPIKES: usize = 1_000;
+use crate::scenario::Dist;
 
 /// Releases queued behind a running job before further ones count as lost.
 const MAX_BACKLOG: usize = 10_000;
 
+/// Pieces of interrupt and DPC work queued on one CPU before further ones
+/// are dropped (and counted in their source's `dropped`): an interrupt rate
+/// the CPU can never serve would otherwise grow the queue without bound.
+pub(crate) const MAX_BH_QUEUE: usize = 10_000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Level {
+pub(crate) enum Level {
     Dpc,
     Irq,
     Stall,
@@ -49,7 +42,7 @@ enum Level {
 }
 
 impl Level {
-    fn kind(self) -> &'static str {
+    pub(crate) fn kind(self) -> &'static str {
         match self {
             Level::Dpc => "dpc",
             Level::Irq => "irq",
@@ -62,17 +55,6 @@ impl Level {
     }
 }
 
-/// A named source of stolen time and what it took.
-#[derive(Clone, Debug)]
-pub struct SourceStats {
-    pub cpu: u32,
-    pub kind: String,
-    pub name: String,
-    pub count: u64,
-    pub total: Nanos,
-    pub max: Nanos,
-}
-
 #[derive(Clone, Copy, Debug)]
 enum Action {
     None,
@@ -80,7 +62,7 @@ enum Action {
 }
 
 #[derive(Clone, Debug)]
-struct BhItem {
+pub(crate) struct BhItem {
     remaining: Nanos,
     len: Nanos,
     src: usize,
@@ -89,7 +71,7 @@ struct BhItem {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TaskKind {
+pub(crate) enum TaskKind {
     Periodic,
     Timer,
     Background,
@@ -110,63 +92,44 @@ enum Advance {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Seg {
+pub(crate) enum Seg {
     Compute(Nanos),
     Lock(LockId),
     Unlock(LockId),
 }
 
-/// Per-task results the record and sweeps are built from.
-#[derive(Clone, Debug)]
-pub struct TaskStats {
-    pub name: String,
-    pub cpu: u32,
-    pub period: Option<Nanos>,
-    pub latency: Recorder,
-    pub interval: Recorder,
-    pub response: Recorder,
-    pub jobs: u64,
-    pub releases: u64,
-    pub deadline_misses: u64,
-    pub preemptions: u64,
-    pub backlog_lost: u64,
-    pub reserved: bool,
-    pub rez_kind: Option<String>,
-    pub need: Option<Nanos>,
-}
-
-struct Task {
-    kind: TaskKind,
-    cpu: usize,
-    tid: usize,
-    period: Option<Nanos>,
-    phase: Nanos,
-    sleep: Option<Dist>,
-    exec: Dist,
-    deadline: Option<Nanos>,
-    critical: Option<(LockId, Nanos, Dist)>,
-    stop: Option<Nanos>,
-    edf: bool,
-    drains: Vec<usize>,
-    rng: Rng,
-    active: bool,
-    started: bool,
-    segs: [Seg; 5],
+pub(crate) struct Task {
+    pub(crate) kind: TaskKind,
+    pub(crate) cpu: usize,
+    pub(crate) tid: usize,
+    pub(crate) period: Option<Nanos>,
+    pub(crate) phase: Nanos,
+    pub(crate) sleep: Option<Dist>,
+    pub(crate) exec: Dist,
+    pub(crate) deadline: Option<Nanos>,
+    pub(crate) critical: Option<(LockId, Nanos, Dist)>,
+    pub(crate) stop: Option<Nanos>,
+    pub(crate) edf: bool,
+    pub(crate) drains: Vec<usize>,
+    pub(crate) rng: Rng,
+    pub(crate) active: bool,
+    pub(crate) started: bool,
+    pub(crate) segs: [Seg; 5],
     /// The current segment, `segs[seg]` (once past the last, `segs[4]` or
     /// the one after the last, as `seg.min(4)` indexes; no one reads it
     /// then, as the job is over), with the time already run taken off a
     /// compute segment. Kept apart so that the three readers of every event
     /// (`cpu_sync`, `advance_task`, `arm`) load it at a fixed place rather
     /// than through `seg`.
-    cur: Seg,
-    nseg: usize,
-    seg: usize,
-    job_release: Nanos,
-    job_deadline: Option<Nanos>,
-    backlog: VecDeque<Nanos>,
-    last_start: Option<Nanos>,
-    stats: TaskStats,
-    spike_threshold: Nanos,
+    pub(crate) cur: Seg,
+    pub(crate) nseg: usize,
+    pub(crate) seg: usize,
+    pub(crate) job_release: Nanos,
+    pub(crate) job_deadline: Option<Nanos>,
+    pub(crate) backlog: VecDeque<Nanos>,
+    pub(crate) last_start: Option<Nanos>,
+    pub(crate) stats: TaskStats,
+    pub(crate) spike_threshold: Nanos,
 }
 
 impl Task {
@@ -190,20 +153,20 @@ impl Task {
     }
 }
 
-struct Timer {
-    cpu: usize,
-    period: Nanos,
-    rounding: bool,
-    task: usize,
-    src: usize,
-    dpc_cost: Nanos,
+pub(crate) struct Timer {
+    pub(crate) cpu: usize,
+    pub(crate) period: Nanos,
+    pub(crate) rounding: bool,
+    pub(crate) task: usize,
+    pub(crate) src: usize,
+    pub(crate) dpc_cost: Nanos,
     /// Next time the timer should fire by its own books (T_next).
-    next: Nanos,
+    pub(crate) next: Nanos,
     /// When the kernel timer it armed expires.
-    due: Nanos,
+    pub(crate) due: Nanos,
 }
 
-enum NoiseKind {
+pub(crate) enum NoiseKind {
     Periodic {
         period: Nanos,
         jitter: Nanos,
@@ -220,64 +183,43 @@ enum NoiseKind {
     },
 }
 
-struct Noise {
-    cpu: usize,
-    src: usize,
-    level: Level,
-    kind: NoiseKind,
-    duration: Dist,
-    phase: Nanos,
-    k: u64,
-    stop: Option<Nanos>,
-    rng: Rng,
+pub(crate) struct Noise {
+    pub(crate) cpu: usize,
+    pub(crate) src: usize,
+    pub(crate) level: Level,
+    pub(crate) kind: NoiseKind,
+    pub(crate) duration: Dist,
+    pub(crate) phase: Nanos,
+    pub(crate) k: u64,
+    pub(crate) stop: Option<Nanos>,
+    pub(crate) rng: Rng,
 }
 
-/// What a stream of packets did.
-#[derive(Clone, Debug, Default)]
-pub struct StreamStats {
-    pub name: String,
-    pub arrived: u64,
-    pub delivered: u64,
-    pub lost: u64,
-    pub max_fill: u64,
-    pub capacity: u64,
-    pub paused_ns: Nanos,
-}
-
-struct Stream {
-    cpu: usize,
-    interval: Nanos,
+pub(crate) struct Stream {
+    pub(crate) cpu: usize,
+    pub(crate) interval: Nanos,
     /// Mean Poisson gap: 1e9 over the rate the whole interval gives.
-    mean_gap_ns: f64,
-    poisson: bool,
-    capacity: u64,
-    flow_control: bool,
-    drainer: usize,
-    irq: (usize, Nanos),
-    dpc: (usize, Nanos),
-    stop: Option<Nanos>,
-    fill: u64,
-    paused_since: Option<Nanos>,
-    rng: Rng,
-    stats: StreamStats,
+    pub(crate) mean_gap_ns: f64,
+    pub(crate) poisson: bool,
+    pub(crate) capacity: u64,
+    pub(crate) flow_control: bool,
+    pub(crate) drainer: usize,
+    pub(crate) irq: (usize, Nanos),
+    pub(crate) dpc: (usize, Nanos),
+    pub(crate) stop: Option<Nanos>,
+    pub(crate) fill: u64,
+    pub(crate) paused_since: Option<Nanos>,
+    pub(crate) rng: Rng,
+    pub(crate) stats: StreamStats,
 }
 
-/// Per-CPU stolen-time accounting.
-#[derive(Clone, Debug)]
-pub struct CpuStolen {
-    pub total: Nanos,
-    pub intervals: u64,
-    pub max: Nanos,
-    pub timeline: Timeline,
-}
-
-struct Cpu {
-    sched: Scheduler,
-    thread_task: Vec<usize>,
-    bh: VecDeque<BhItem>,
-    stall_until: Nanos,
-    stall_src: usize,
-    running: Option<usize>,
+pub(crate) struct Cpu {
+    pub(crate) sched: Scheduler,
+    pub(crate) thread_task: Vec<usize>,
+    pub(crate) bh: VecDeque<BhItem>,
+    pub(crate) stall_until: Nanos,
+    pub(crate) stall_src: usize,
+    pub(crate) running: Option<usize>,
     /// When the running task's compute segment ends, absolute; zero (due at
     /// once) for a lock or unlock step, `Nanos::MAX` when nothing of it
     /// can be due (idle, a background thread, an inactive task). Kept here
@@ -287,25 +229,25 @@ struct Cpu {
     /// interrupt-level work pushes it back by the time it takes. The
     /// task's `cur` holds its remaining time only while it is off the CPU
     /// (written back when it is switched out).
-    seg_end: Nanos,
-    since: Nanos,
-    until: Option<Nanos>,
-    need_pick: bool,
+    pub(crate) seg_end: Nanos,
+    pub(crate) since: Nanos,
+    pub(crate) until: Option<Nanos>,
+    pub(crate) need_pick: bool,
     /// A release at this instant left its re-pick to the end of the
     /// instant (see [`Sim::release`]).
-    deferred: bool,
-    tick_pending: bool,
-    steal_start: Option<Nanos>,
-    steal_vis: Nanos,
-    steal_invis: Nanos,
-    stolen: CpuStolen,
+    pub(crate) deferred: bool,
+    pub(crate) tick_pending: bool,
+    pub(crate) steal_start: Option<Nanos>,
+    pub(crate) steal_vis: Nanos,
+    pub(crate) steal_invis: Nanos,
+    pub(crate) stolen: CpuStolen,
     /// The stolen-time timeline bin the last interval fell in:
     /// `[start, end)` of `stolen.timeline.values_ns[idx]`, empty until one
     /// is known. Nearly every stolen interval lands in the same bin as the
     /// one before (a bin is a thousandth of the run), and testing the cached
     /// bounds spares the 64-bit division that finds the bin.
-    bin: (Nanos, Nanos, usize),
-    slice_start: Nanos,
+    pub(crate) bin: (Nanos, Nanos, usize),
+    pub(crate) slice_start: Nanos,
 }
 
 impl Cpu {
@@ -369,43 +311,13 @@ impl Cpu {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum EvKind {
+pub(crate) enum EvKind {
     Tick { cpu: u32, k: u64 },
     TimerDue { timer: u32 },
     Release { task: u32, nominal: Nanos },
     Noise { idx: u32 },
     Stream { idx: u32 },
 }
-
-/// One slice of a Chrome/Perfetto trace.
-#[derive(Clone, Debug)]
-pub struct TraceSlice {
-    pub cpu: u32,
-    /// 0 for the interrupt/DPC track, task index + 1 for threads.
-    pub track: u32,
-    pub name: String,
-    pub start: Nanos,
-    pub dur: Nanos,
-}
-
-/// Options of one run that are not part of the scenario.
-#[derive(Clone, Debug, Default)]
-pub struct RunOptions {
-    pub seed: Option<u64>,
-    pub duration: Option<Nanos>,
-    /// Collect trace slices, at most this many.
-    pub trace_cap: Option<usize>,
-    /// Span of simulated time kept in the record's bounded slice log
-    /// (`extra.timeline`); `None` means [`TIMELINE_WINDOW_DEFAULT`], zero
-    /// keeps none. A window rather than the whole run because the report
-    /// embeds it and a Gantt chart of minutes of 1 ms periods is unreadable.
-    pub timeline_window: Option<Nanos>,
-}
-
-/// The record keeps this much of the start of a run as a slice log.
-pub const TIMELINE_WINDOW_DEFAULT: Nanos = Nanos(200_000_000);
-/// At most this many slices in the record's log, so records stay small.
-pub const TIMELINE_CAP: usize = 5000;
 
 /// Whose time a slice of CPU is: a noise source's handler or a task.
 #[derive(Clone, Copy)]
@@ -414,155 +326,63 @@ enum SliceOwner {
     Task(usize),
 }
 
-/// One slice of the record's execution timeline.
-#[derive(Clone, Debug)]
-pub struct TimelineSlice {
-    pub cpu: u32,
-    /// Row of the chart: the task's name, or the kind of the interrupt
-    /// source (`irq`, `dpc`, …) whose handler stole the time.
-    pub track: String,
-    /// `run` (a thread had the CPU) or `stolen` (interrupts, DPCs or the
-    /// hypervisor had it).
-    pub kind: &'static str,
-    pub name: String,
-    pub start: Nanos,
-    pub len: Nanos,
-}
-
-/// The bounded slice log of the first `window` of a run.
-#[derive(Clone, Debug, Default)]
-pub struct TimelineLog {
-    pub window: Nanos,
-    pub slices: Vec<TimelineSlice>,
-    /// Slices inside the window that did not fit under [`TIMELINE_CAP`].
-    pub dropped: u64,
-}
-
-impl TimelineLog {
-    pub(crate) fn push(
-        &mut self,
-        cpu: usize,
-        track: &str,
-        kind: &'static str,
-        name: &str,
-        start: Nanos,
-        len: Nanos,
-    ) {
-        if len.is_zero() || start >= self.window {
-            return;
-        }
-        if self.slices.len() >= TIMELINE_CAP {
-            self.dropped += 1;
-            return;
-        }
-        let end = Nanos((start.0 + len.0).min(self.window.0));
-        self.slices.push(TimelineSlice {
-            cpu: cpu as u32,
-            track: track.to_string(),
-            kind,
-            name: name.to_string(),
-            start,
-            len: end - start,
-        });
-    }
-}
-
-/// Everything a run produced.
-pub struct Outcome {
-    pub seed: u64,
-    pub duration: Nanos,
-    pub ended_at: Nanos,
-    pub interrupted: bool,
-    pub events: u64,
-    pub picks: u64,
-    pub tasks: Vec<TaskStats>,
-    pub sources: Vec<SourceStats>,
-    pub cpus: Vec<CpuStolen>,
-    pub periods: Vec<(String, PeriodStat)>,
-    pub periods_dropped: u64,
-    pub period_totals: Vec<PeriodTotals>,
-    pub streams: Vec<StreamStats>,
-    pub spikes: Vec<(Nanos, u32, String, Nanos)>,
-    pub spikes_dropped: u64,
-    pub trace: Vec<TraceSlice>,
-    pub trace_dropped: u64,
-    pub timeline: TimelineLog,
-    pub warnings: Vec<String>,
-    pub clock: String,
-    /// Plan mode: the `[[constraint]]` queries and what became of them.
-    pub constraints: Vec<crate::planmode::ConstraintResult>,
-}
-
-/// Totals per reserved task.
-#[derive(Clone, Debug, Default)]
-pub struct PeriodTotals {
-    pub task: String,
-    pub kind: String,
-    pub periods: u64,
-    pub misses: u64,
-    pub need: Nanos,
-    pub received: Nanos,
-    pub stolen: Nanos,
-    pub requested: Nanos,
-}
-
 pub struct Sim {
-    now: Nanos,
-    seq: u64,
-    queue: EvQueue<EvKind>,
+    pub(crate) now: Nanos,
+    pub(crate) seq: u64,
+    pub(crate) queue: EvQueue<EvKind>,
     /// One pending wake-up per CPU as a queue key (time, sequence), or
     /// [`NO_KEY`]. A CPU re-arms far more often than its wake-ups fire
     /// (every interrupt, release or pick may move it); in a heap each
     /// re-arm left the superseded wake-up behind to be popped and thrown
     /// away. The sequence number is drawn from the same counter as queued
     /// events, so ties with them resolve first-in first-out as before.
-    wake: Vec<u128>,
+    pub(crate) wake: Vec<u128>,
     /// The CPU whose wake-up is earliest.
-    wake_min: usize,
+    pub(crate) wake_min: usize,
     /// Superseded wake-up keys, tracked only on machines with more than
     /// one CPU (see [`Sim::next_is_now`]).
-    stale: Vec<u128>,
-    stale_cap: usize,
+    pub(crate) stale: Vec<u128>,
+    pub(crate) stale_cap: usize,
     /// Key of the event being handled.
-    cur_key: u128,
+    pub(crate) cur_key: u128,
     /// Where the run ends, as a queue key: the end of the simulated
     /// duration, ordered after the events queued before it was set (a
     /// stream starting exactly at the end still arrives), before all later
     /// ones. Not an event in the queue, so the queue stays one entry
     /// shorter.
-    end_key: u128,
-    cpus: Vec<Cpu>,
-    tasks: Vec<Task>,
-    timers: Vec<Timer>,
-    noises: Vec<Noise>,
-    streams: Vec<Stream>,
-    sources: Vec<SourceStats>,
-    tick_ps: Option<u128>,
-    clock_cost: Nanos,
-    clock_src: usize,
-    oneshot: bool,
-    end: Nanos,
-    seed: u64,
-    events: u64,
-    picks: u64,
-    any_deferred: bool,
-    periods: Vec<(String, PeriodStat)>,
-    periods_dropped: u64,
-    period_totals: Vec<PeriodTotals>,
-    spikes: Vec<(Nanos, u32, String, Nanos)>,
-    spikes_dropped: u64,
-    trace: Option<Vec<TraceSlice>>,
-    trace_cap: usize,
-    trace_dropped: u64,
-    timeline: TimelineLog,
-    warnings: Vec<String>,
-    clock_desc: String,
+    pub(crate) end_key: u128,
+    pub(crate) cpus: Vec<Cpu>,
+    pub(crate) tasks: Vec<Task>,
+    pub(crate) timers: Vec<Timer>,
+    pub(crate) noises: Vec<Noise>,
+    pub(crate) streams: Vec<Stream>,
+    pub(crate) sources: Vec<SourceStats>,
+    pub(crate) tick_ps: Option<u128>,
+    pub(crate) clock_cost: Nanos,
+    pub(crate) clock_src: usize,
+    pub(crate) oneshot: bool,
+    pub(crate) end: Nanos,
+    pub(crate) seed: u64,
+    pub(crate) events: u64,
+    pub(crate) picks: u64,
+    pub(crate) any_deferred: bool,
+    pub(crate) periods: Vec<(String, PeriodStat)>,
+    pub(crate) periods_dropped: u64,
+    pub(crate) period_totals: Vec<PeriodTotals>,
+    pub(crate) spikes: Vec<(Nanos, u32, String, Nanos)>,
+    pub(crate) spikes_dropped: u64,
+    pub(crate) trace: Option<Vec<TraceSlice>>,
+    pub(crate) trace_cap: usize,
+    pub(crate) trace_dropped: u64,
+    pub(crate) timeline: TimelineLog,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) clock_desc: String,
 }
 
 /// Inlined: every job draws its execution time here, and the call and the
 /// match cost more than a uniform draw itself.
 #[inline(always)]
-fn sample(d: &Dist, rng: &mut Rng) -> Nanos {
+pub(crate) fn sample(d: &Dist, rng: &mut Rng) -> Nanos {
     match d {
         Dist::Const(x) => *x,
         Dist::Uniform(a, b) => Nanos(rng.range(a.0, b.0)),
@@ -597,764 +417,13 @@ fn exp_interval(mean_ns: f64, rng: &mut Rng) -> Nanos {
 }
 
 impl Sim {
-    /// Builds the machine from a scenario, checking every cross-reference.
-    pub fn new(scn: &Scenario, opts: &RunOptions) -> Result<Sim, ScenarioError> {
-        let f = &scn.spec;
-        let seed = opts.seed.or(f.sim.seed).unwrap_or(DEFAULT_SEED);
-        let end = opts
-            .duration
-            .or(f.sim.duration.map(|d| d.0))
-            .unwrap_or(DEFAULT_DURATION);
-        if end.is_zero() || end > MAX_DURATION {
-            return Err(scn.error("sim.duration must be greater than zero and at most 100 years"));
-        }
-        let ncpu = f.sim.cpus;
-        if ncpu == 0 || ncpu > 256 {
-            return Err(scn.error(format!("sim.cpus = {ncpu}: must be 1 to 256")));
-        }
-        let cap = f.sim.admission_cap.unwrap_or(0.85);
-        if !(cap > 0.0 && cap <= 1.0) {
-            return Err(scn.error(format!("sim.admission_cap = {cap}: must be in (0, 1]")));
-        }
-        let ts_rez = match &f.sim.timeshare_reservation {
-            None => None,
-            Some(s) => {
-                let (a, b) = s.split_once('/').ok_or_else(|| {
-                    scn.error(format!(
-                        "sim.timeshare_reservation '{s}' must look like 7ms/50ms"
-                    ))
-                })?;
-                let pa = punctual_units::parse_duration(a);
-                let pb = punctual_units::parse_duration(b);
-                match (pa, pb) {
-                    (Ok(a), Ok(b)) if !b.is_zero() && a <= b && !a.is_zero() => Some((a, b)),
-                    _ => {
-                        return Err(scn.error(format!(
-                            "sim.timeshare_reservation '{s}' must be amount/period with 0 < amount ≤ period"
-                        )))
-                    }
-                }
-            }
-        };
-        let cfg = SchedConfig {
-            quantum: f.sim.quantum.map(|d| d.0).unwrap_or(Nanos::from_ms(20)),
-            admission_cap: cap,
-            admission: f.sim.admission,
-            timeshare_reservation: ts_rez,
-        };
-        if cfg.quantum.is_zero() {
-            return Err(scn.error("sim.quantum must be greater than zero"));
-        }
-        let mut cpus = Vec::new();
-        for _ in 0..ncpu {
-            let sched = Scheduler::new(cfg.clone())
-                .map_err(|e| scn.error(format!("sim.timeshare_reservation: {e}")))?;
-            let bin = Nanos((end.0 / 1000).max(Nanos::from_ms(1).0));
-            cpus.push(Cpu {
-                sched,
-                thread_task: Vec::new(),
-                bh: VecDeque::new(),
-                stall_until: Nanos::ZERO,
-                stall_src: 0,
-                running: None,
-                seg_end: Nanos::MAX,
-                since: Nanos::ZERO,
-                until: None,
-                need_pick: true,
-                deferred: false,
-                tick_pending: false,
-                steal_start: None,
-                steal_vis: Nanos::ZERO,
-                steal_invis: Nanos::ZERO,
-                stolen: CpuStolen {
-                    total: Nanos::ZERO,
-                    intervals: 0,
-                    max: Nanos::ZERO,
-                    timeline: Timeline::new(bin),
-                },
-                bin: (Nanos::ZERO, Nanos::ZERO, 0),
-                slice_start: Nanos::ZERO,
-            });
-        }
-        let mut sim = Sim {
-            now: Nanos::ZERO,
-            seq: 0,
-            queue: EvQueue::new(),
-            wake: vec![NO_KEY; ncpu as usize],
-            wake_min: 0,
-            stale: Vec::new(),
-            stale_cap: 64,
-            cur_key: 0,
-            end_key: NO_KEY,
-            cpus,
-            tasks: Vec::new(),
-            timers: Vec::new(),
-            noises: Vec::new(),
-            streams: Vec::new(),
-            sources: Vec::new(),
-            tick_ps: None,
-            clock_cost: Nanos::ZERO,
-            clock_src: 0,
-            oneshot: true,
-            end,
-            seed,
-            events: 0,
-            picks: 0,
-            any_deferred: false,
-            periods: Vec::new(),
-            periods_dropped: 0,
-            period_totals: Vec::new(),
-            spikes: Vec::new(),
-            spikes_dropped: 0,
-            trace: opts.trace_cap.map(|_| Vec::new()),
-            trace_cap: opts.trace_cap.unwrap_or(0),
-            trace_dropped: 0,
-            timeline: TimelineLog {
-                window: opts.timeline_window.unwrap_or(TIMELINE_WINDOW_DEFAULT),
-                ..Default::default()
-            },
-            warnings: Vec::new(),
-            clock_desc: String::new(),
-        };
-        let spike_threshold = f
-            .sim
-            .spike_threshold
-            .map(|d| d.0)
-            .unwrap_or(Nanos::from_ms(1));
-        let check_cpu = |cpu: u32, span: std::ops::Range<usize>, what: &str| {
-            if cpu >= ncpu {
-                Err(scn.error_at(
-                    span,
-                    format!("{what}: cpu {cpu} does not exist (sim.cpus = {ncpu})"),
-                ))
-            } else {
-                Ok(())
-            }
-        };
-
-        // Clock.
-        let ck = f.clock.kind.as_ref().map(|k| k.get_ref().as_str());
-        match ck {
-            None | Some("tick") if f.clock.period.is_some() || f.clock.hz.is_some() => {
-                let ps = match (f.clock.period, f.clock.hz) {
-                    (Some(p), None) => p.0,
-                    (None, Some(hz)) if hz > 0 && hz <= 1_000_000 => {
-                        1_000_000_000_000u128 / hz as u128
-                    }
-                    _ => {
-                        return Err(
-                            scn.error("clock: give exactly one of period or hz (1 to 1000000)")
-                        )
-                    }
-                };
-                if ps < 1_000_000 {
-                    return Err(scn.error("clock.period must be at least 1us"));
-                }
-                sim.tick_ps = Some(ps);
-                sim.oneshot = false;
-                sim.clock_desc = format!("tick {} ps", ps);
-            }
-            None | Some("oneshot") => {
-                if ck == Some("oneshot") && (f.clock.period.is_some() || f.clock.hz.is_some()) {
-                    return Err(scn.error("clock: a oneshot clock has no period or hz"));
-                }
-                sim.clock_desc = "oneshot".into();
-            }
-            Some(other) => {
-                let sp = f.clock.kind.as_ref().map(|k| k.span()).unwrap_or(0..0);
-                return Err(scn.error_at(sp, format!("clock.kind '{other}': use tick or oneshot")));
-            }
-        }
-        sim.clock_cost = f.clock.cost.map(|d| d.0).unwrap_or(Nanos::ZERO);
-
-        // Locks.
-        let lock_names = index_by_name(&f.lock, |l| l.name.get_ref());
-        if lock_names.len() != f.lock.len() {
-            return Err(scn.error("two [[lock]] entries share a name"));
-        }
-        // Locks live per CPU: remember each one's CPU from its first user.
-        let mut lock_cpu: Vec<Option<(usize, LockId)>> = vec![None; f.lock.len()];
-        for l in &f.lock {
-            match l.protocol.get_ref().as_str() {
-                "none" | "inherit" => {}
-                "ceiling" if l.ceiling.is_some() => {}
-                "ceiling" => {
-                    return Err(scn.error_at(
-                        l.name.span(),
-                        format!(
-                            "lock '{}': protocol ceiling needs a ceiling priority",
-                            l.name.get_ref()
-                        ),
-                    ))
-                }
-                p => {
-                    return Err(scn.error_at(
-                        l.protocol.span(),
-                        format!(
-                            "lock '{}': protocol '{p}' (use none, inherit or ceiling)",
-                            l.name.get_ref()
-                        ),
-                    ))
-                }
-            }
-        }
-
-        // Tasks.
-        let task_names = index_by_name(&f.task, |t| t.name.get_ref());
-        if task_names.len() != f.task.len() {
-            return Err(scn.error("two [[task]] entries share a name"));
-        }
-        for (i, t) in f.task.iter().enumerate() {
-            let name = t.name.get_ref().clone();
-            let at = |m: String| scn.error_at(t.name.span(), format!("task '{name}': {m}"));
-            check_cpu(t.cpu, t.name.span(), &format!("task '{name}'"))?;
-            let kind = match t.kind.get_ref().as_str() {
-                "periodic" => TaskKind::Periodic,
-                "timer" => TaskKind::Timer,
-                "background" => TaskKind::Background,
-                "drainer" => TaskKind::Drainer,
-                "sleeper" => TaskKind::Sleeper,
-                k => {
-                    return Err(scn.error_at(
-                        t.kind.span(),
-                        format!("task '{name}': kind '{k}' (use periodic, timer, background, drainer or sleeper)"),
-                    ))
-                }
-            };
-            if kind == TaskKind::Periodic && t.period.is_none_or(|p| p.0.is_zero()) {
-                return Err(at("a periodic task needs a period greater than zero".into()));
-            }
-            if kind == TaskKind::Sleeper && t.sleep.is_none() {
-                return Err(at("a sleeper task needs sleep".into()));
-            }
-            if t.buffers.is_some_and(|b| b < 2) {
-                return Err(at(
-                    "buffers must be at least 2 (one being filled, one played)".into(),
-                ));
-            }
-            if t.buffers.is_some() && t.period.is_none() {
-                return Err(at(
-                    "buffers needs a period (the length of one buffer)".into()
-                ));
-            }
-            let class_name = t.class.as_ref().map(|c| c.get_ref().as_str());
-            let class = if let Some(r) = &t.reserve {
-                if t.priority.is_some() || class_name.is_some() {
-                    return Err(at("a reserved task has no priority or class".into()));
-                }
-                if r.period.0.is_zero() || r.amount.0.is_zero() || r.amount.0 > r.period.0 {
-                    return Err(at("reserve needs 0 < amount ≤ period".into()));
-                }
-                if !(r.over > -1.0 && r.over.is_finite()) {
-                    return Err(at(format!("reserve.over = {} must be above -1", r.over)));
-                }
-                let amount =
-                    Nanos(((r.amount.0 .0 as f64) * (1.0 + r.over)).round() as u64).min(r.period.0);
-                let kname = r
-                    .kind
-                    .as_ref()
-                    .map(|k| k.get_ref().as_str())
-                    .unwrap_or("rez");
-                let rk = match kname {
-                    "rez" => RezKind::Rez,
-                    "rez-c" => RezKind::RezC,
-                    "rez-fb" => {
-                        let g = r.gain.unwrap_or(0.5);
-                        if !(g > 0.0 && g <= 2.0) {
-                            return Err(at(format!("reserve.gain = {g} must be in (0, 2]")));
-                        }
-                        let min = r.min.map(|d| d.0).unwrap_or(Nanos::ZERO);
-                        let max = r.max.map(|d| d.0).unwrap_or(r.period.0);
-                        RezKind::RezFb(FeedbackController::new(amount, g, min, max))
-                    }
-                    k => {
-                        let sp = r.kind.as_ref().map(|x| x.span()).unwrap_or(t.name.span());
-                        return Err(scn.error_at(
-                            sp,
-                            format!("task '{name}': reserve.kind '{k}' (use rez, rez-c or rez-fb)"),
-                        ));
-                    }
-                };
-                Class::Reserved(Reservation {
-                    amount,
-                    period: r.period.0,
-                    need: r.amount.0,
-                    phase: t.phase.0,
-                    kind: rk,
-                    hard: r.hard,
-                })
-            } else {
-                match (class_name, t.priority) {
-                    (Some("edf"), None) => Class::Edf,
-                    (Some("timeshare"), None) => Class::TimeShare,
-                    (Some("fixed") | None, Some(p)) if (1..=31).contains(&p) => {
-                        Class::Fixed { priority: p }
-                    }
-                    (None, None) => Class::TimeShare,
-                    (Some("fixed") | None, Some(p)) => {
-                        return Err(at(format!("priority {p} is outside 1..31")))
-                    }
-                    (Some(c), _) => {
-                        return Err(at(format!(
-                            "class '{c}' (use fixed with a priority, edf, or timeshare without one)"
-                        )))
-                    }
-                }
-            };
-            let edf = class == Class::Edf;
-            let reserved = matches!(class, Class::Reserved(_));
-            let rez_kind = match &class {
-                Class::Reserved(r) => Some(r.kind.name().to_string()),
-                _ => None,
-            };
-            let need = match &class {
-                Class::Reserved(r) => Some(r.need),
-                _ => None,
-            };
-            let cpu = t.cpu as usize;
-            let tid = sim.cpus[cpu].sched.add_thread(class).map_err(|e| {
-                at(format!(
-                    "{e} (set sim.admission = false to simulate it anyway)"
-                ))
-            })?;
-            if !f.sim.admission && sim.cpus[cpu].sched.reserved_fraction() > cap + 1e-12 && reserved
-            {
-                sim.warnings.push(format!(
-                    "cpu {cpu}: reservations total {:.3} of the CPU, over the admission cap {cap} (admission is off)",
-                    sim.cpus[cpu].sched.reserved_fraction()
-                ));
-            }
-            sim.cpus[cpu].thread_task.push(i);
-            let critical = match &t.critical {
-                None => None,
-                Some(c) => {
-                    let lname = c.lock.get_ref();
-                    let Some(&li) = lock_names.get(lname) else {
-                        return Err(scn.error_at(
-                            c.lock.span(),
-                            format!("task '{name}': no [[lock]] named '{lname}'"),
-                        ));
-                    };
-                    let Some(hold) = c.hold.clone() else {
-                        return Err(scn.error_at(
-                            c.lock.span(),
-                            format!("task '{name}': lock '{lname}' is never released (critical.hold is missing)"),
-                        ));
-                    };
-                    let id = match lock_cpu[li] {
-                        Some((lc, id)) if lc == cpu => id,
-                        Some((lc, _)) => {
-                            return Err(scn.error_at(
-                                c.lock.span(),
-                                format!("task '{name}': lock '{lname}' is used on cpu {lc} and cpu {cpu}; locks are per CPU here"),
-                            ))
-                        }
-                        None => {
-                            let ls = &f.lock[li];
-                            let proto = match ls.protocol.get_ref().as_str() {
-                                "inherit" => LockProtocol::Inherit,
-                                "ceiling" => LockProtocol::Ceiling(ls.ceiling.unwrap_or(31)),
-                                _ => LockProtocol::None,
-                            };
-                            let id = sim.cpus[cpu].sched.add_lock(proto);
-                            lock_cpu[li] = Some((cpu, id));
-                            id
-                        }
-                    };
-                    Some((id, c.at.0, hold))
-                }
-            };
-            let exec = t.exec.clone().unwrap_or(Dist::Const(Nanos::from_us(10)));
-            if kind == TaskKind::Background && (t.exec.is_some() || t.period.is_some()) {
-                return Err(at(
-                    "a background task is always busy: no exec or period".into()
-                ));
-            }
-            let deadline = match (t.deadline, t.buffers, t.period) {
-                (Some(d), _, _) => Some(d.0),
-                (None, Some(n), Some(p)) => Some(Nanos(
-                    p.0 .0.saturating_mul(n as u64 - 1).min(MAX_DURATION.0),
-                )),
-                (None, None, Some(p)) if kind == TaskKind::Periodic => Some(p.0),
-                _ => None,
-            };
-            let period = t.period.map(|p| p.0);
-            sim.tasks.push(Task {
-                kind,
-                cpu,
-                tid,
-                period,
-                phase: t.phase.0,
-                sleep: t.sleep.clone(),
-                exec,
-                deadline,
-                critical,
-                stop: t.stop.map(|d| d.0),
-                edf,
-                drains: Vec::new(),
-                rng: Rng::new(seed, 1_000 + i as u64),
-                active: false,
-                started: false,
-                segs: [Seg::Compute(Nanos::ZERO); 5],
-                cur: Seg::Compute(Nanos::ZERO),
-                nseg: 0,
-                seg: 0,
-                job_release: Nanos::ZERO,
-                job_deadline: None,
-                backlog: VecDeque::new(),
-                last_start: None,
-                spike_threshold,
-                stats: TaskStats {
-                    name,
-                    cpu: t.cpu,
-                    period,
-                    latency: Recorder::new(Nanos(1_000)),
-                    interval: Recorder::new(Nanos(1_000)),
-                    response: Recorder::new(Nanos(1_000)),
-                    jobs: 0,
-                    releases: 0,
-                    deadline_misses: 0,
-                    preemptions: 0,
-                    backlog_lost: 0,
-                    reserved,
-                    rez_kind,
-                    need,
-                },
-            });
-            if reserved {
-                let kind = sim.tasks[i].stats.rez_kind.clone().unwrap_or_default();
-                sim.period_totals.push(PeriodTotals {
-                    task: sim.tasks[i].stats.name.clone(),
-                    kind,
-                    need: sim.tasks[i].stats.need.unwrap_or_default(),
-                    ..Default::default()
-                });
-            }
-        }
-
-        // Timers.
-        for tm in &f.timer {
-            let name = tm.name.get_ref();
-            check_cpu(tm.cpu, tm.name.span(), &format!("timer '{name}'"))?;
-            let Some(&task) = task_names.get(tm.task.get_ref()) else {
-                return Err(scn.error_at(
-                    tm.task.span(),
-                    format!("timer '{name}': no [[task]] named '{}'", tm.task.get_ref()),
-                ));
-            };
-            if sim.tasks[task].kind != TaskKind::Timer {
-                return Err(scn.error_at(
-                    tm.task.span(),
-                    format!(
-                        "timer '{name}': task '{}' must have kind = \"timer\"",
-                        tm.task.get_ref()
-                    ),
-                ));
-            }
-            if sim.tasks[task].cpu != tm.cpu as usize {
-                return Err(scn.error_at(
-                    tm.task.span(),
-                    format!(
-                        "timer '{name}': task '{}' is on another cpu",
-                        tm.task.get_ref()
-                    ),
-                ));
-            }
-            let rounding = match tm.mode.get_ref().as_str() {
-                "rounding" => true,
-                "fixed" => false,
-                m => {
-                    return Err(scn.error_at(
-                        tm.mode.span(),
-                        format!("timer '{name}': mode '{m}' (use rounding or fixed)"),
-                    ))
-                }
-            };
-            if tm.period.0 < Nanos::from_us(1) {
-                return Err(scn.error_at(
-                    tm.name.span(),
-                    format!("timer '{name}': period must be at least 1us"),
-                ));
-            }
-            if rounding && tm.period.0 .0 % 1_000_000 != 0 {
-                return Err(scn.error_at(tm.name.span(), format!("timer '{name}': a rounding (multimedia) timer's period is whole milliseconds")));
-            }
-            let src = sim.add_source(tm.cpu, "dpc", &format!("timer:{name}"));
-            sim.timers.push(Timer {
-                cpu: tm.cpu as usize,
-                period: tm.period.0,
-                rounding,
-                task,
-                src,
-                dpc_cost: tm.dpc_cost.map(|d| d.0).unwrap_or(Nanos::ZERO),
-                next: tm.period.0,
-                due: tm.period.0,
-            });
-        }
-
-        // Noise.
-        for (i, n) in f.noise.iter().enumerate() {
-            let name = n.name.get_ref().clone();
-            let at = |m: String| scn.error_at(n.name.span(), format!("noise '{name}': {m}"));
-            check_cpu(n.cpu, n.name.span(), &format!("noise '{name}'"))?;
-            let level = match n
-                .level
-                .as_ref()
-                .map(|l| l.get_ref().as_str())
-                .unwrap_or("dpc")
-            {
-                "dpc" => Level::Dpc,
-                "irq" => Level::Irq,
-                "stall" => Level::Stall,
-                "steal" => Level::Steal,
-                l => return Err(at(format!("level '{l}' (use dpc, irq, stall or steal)"))),
-            };
-            let mut duration = n.duration.clone();
-            let kind = match n.kind.get_ref().as_str() {
-                "periodic" => {
-                    let p = n
-                        .period
-                        .ok_or_else(|| at("periodic noise needs a period".into()))?;
-                    if p.0.is_zero() {
-                        return Err(at("period must be greater than zero".into()));
-                    }
-                    NoiseKind::Periodic {
-                        period: p.0,
-                        jitter: n.jitter.0,
-                    }
-                }
-                "poisson" => {
-                    let r = n
-                        .rate
-                        .ok_or_else(|| at("poisson noise needs a rate (per second)".into()))?;
-                    if !(r > 0.0 && r <= 1e7) {
-                        return Err(at(format!("rate {r} must be in (0, 1e7] per second")));
-                    }
-                    NoiseKind::Poisson { mean_ns: 1e9 / r }
-                }
-                "bursty" => {
-                    let r = n
-                        .rate
-                        .ok_or_else(|| at("bursty noise needs a rate (per second)".into()))?;
-                    if !(r > 0.0 && r <= 1e7) {
-                        return Err(at(format!("rate {r} must be in (0, 1e7] per second")));
-                    }
-                    let (Some(on), Some(off)) = (n.burst_on, n.burst_off) else {
-                        return Err(at("bursty noise needs burst_on and burst_off".into()));
-                    };
-                    if on.0.is_zero() {
-                        return Err(at("burst_on must be greater than zero".into()));
-                    }
-                    NoiseKind::Bursty {
-                        mean_ns: 1e9 / r,
-                        on: on.0,
-                        off: off.0,
-                        on_until: Nanos::ZERO,
-                    }
-                }
-                "disk" => {
-                    let mode = n
-                        .mode
-                        .as_ref()
-                        .map(|m| m.get_ref().as_str())
-                        .unwrap_or("dma");
-                    let bw = n
-                        .disk_bytes_per_s
-                        .ok_or_else(|| at("disk noise needs disk_bytes_per_s".into()))?;
-                    let size = n.transfer_bytes.unwrap_or(65_536);
-                    if !(bw > 0.0 && bw.is_finite()) || size == 0 {
-                        return Err(at(
-                            "disk_bytes_per_s and transfer_bytes must be positive".into()
-                        ));
-                    }
-                    let period = Nanos((size as f64 / bw * 1e9).round().max(1.0) as u64);
-                    let irq = n.irq_cost.map(|d| d.0).unwrap_or(Nanos::from_us(20));
-                    let cost = match mode {
-                        "dma" => irq,
-                        "pio" => {
-                            let pio = n.pio_bytes_per_s.ok_or_else(|| at("pio mode needs pio_bytes_per_s (how fast the CPU copies from the drive)".into()))?;
-                            if !(pio > 0.0 && pio.is_finite()) {
-                                return Err(at("pio_bytes_per_s must be positive".into()));
-                            }
-                            irq + Nanos((size as f64 / pio * 1e9).round() as u64)
-                        }
-                        m => return Err(at(format!("mode '{m}' (use dma or pio)"))),
-                    };
-                    if duration.is_some() {
-                        return Err(at("disk noise derives its duration; remove duration".into()));
-                    }
-                    duration = Some(Dist::Const(cost.min(period)));
-                    NoiseKind::Periodic {
-                        period,
-                        jitter: Nanos::ZERO,
-                    }
-                }
-                k => {
-                    return Err(scn.error_at(
-                        n.kind.span(),
-                        format!(
-                            "noise '{name}': kind '{k}' (use periodic, poisson, bursty or disk)"
-                        ),
-                    ))
-                }
-            };
-            let duration = duration.ok_or_else(|| at("needs a duration".into()))?;
-            let kind_name = if n.kind.get_ref() == "disk" {
-                "disk"
-            } else {
-                level.kind()
-            };
-            let src = sim.add_source(n.cpu, kind_name, &name);
-            sim.noises.push(Noise {
-                cpu: n.cpu as usize,
-                src,
-                level,
-                kind,
-                duration,
-                phase: n.phase.0.max(n.start.map(|d| d.0).unwrap_or(Nanos::ZERO)),
-                k: 0,
-                stop: n.stop.map(|d| d.0),
-                rng: Rng::new(seed, 100_000 + i as u64),
-            });
-        }
-
-        // Streams.
-        for (i, s) in f.stream.iter().enumerate() {
-            let name = s.name.get_ref().clone();
-            let at = |m: String| scn.error_at(s.name.span(), format!("stream '{name}': {m}"));
-            check_cpu(s.cpu, s.name.span(), &format!("stream '{name}'"))?;
-            let rate = match (s.rate, s.mbit_s, s.item_bytes) {
-                (Some(r), None, None) => r,
-                (None, Some(m), Some(b)) if b > 0 => m * 1e6 / 8.0 / b as f64,
-                _ => return Err(at("give rate (items/s), or mbit_s and item_bytes".into())),
-            };
-            if !(rate > 0.0 && rate <= 1e8) {
-                return Err(at(format!("rate {rate} items/s must be in (0, 1e8]")));
-            }
-            if s.capacity == 0 {
-                return Err(at("capacity must be at least 1".into()));
-            }
-            let Some(&drainer) = task_names.get(s.drained_by.get_ref()) else {
-                return Err(scn.error_at(
-                    s.drained_by.span(),
-                    format!(
-                        "stream '{name}': no [[task]] named '{}'",
-                        s.drained_by.get_ref()
-                    ),
-                ));
-            };
-            if sim.tasks[drainer].cpu != s.cpu as usize {
-                return Err(scn.error_at(
-                    s.drained_by.span(),
-                    format!("stream '{name}': its drainer runs on another cpu"),
-                ));
-            }
-            let poisson = match s
-                .arrivals
-                .as_ref()
-                .map(|a| a.get_ref().as_str())
-                .unwrap_or("periodic")
-            {
-                "periodic" => false,
-                "poisson" => true,
-                a => return Err(at(format!("arrivals '{a}' (use periodic or poisson)"))),
-            };
-            let irq = sim.add_source(s.cpu, "irq", &format!("{name}:irq"));
-            let dpc = sim.add_source(s.cpu, "dpc", &format!("{name}:dpc"));
-            sim.tasks[drainer].drains.push(i);
-            let interval = Nanos((1e9 / rate).round().max(1.0) as u64);
-            sim.streams.push(Stream {
-                cpu: s.cpu as usize,
-                interval,
-                mean_gap_ns: 1e9 / (1e9 / interval.0 as f64),
-                poisson,
-                capacity: s.capacity,
-                flow_control: s.flow_control,
-                drainer,
-                irq: (irq, s.irq_cost.0),
-                dpc: (dpc, s.dpc_cost.0),
-                stop: s.stop.map(|d| d.0),
-                fill: 0,
-                paused_since: None,
-                rng: Rng::new(seed, 200_000 + i as u64),
-                stats: StreamStats {
-                    name,
-                    capacity: s.capacity,
-                    ..Default::default()
-                },
-            });
-            let start = s.start.map(|d| d.0).unwrap_or(Nanos::ZERO);
-            sim.push(start, EvKind::Stream { idx: i as u32 });
-        }
-        sim.clock_src = sim.add_source(0, "irq", "clock");
-
-        // Initial events.
-        sim.seq += 1;
-        sim.end_key = key(end, sim.seq);
-        if sim.tick_ps.is_some() {
-            for c in 0..ncpu {
-                sim.push(Nanos::ZERO, EvKind::Tick { cpu: c, k: 0 });
-            }
-        } else {
-            for i in 0..sim.timers.len() {
-                let due = sim.timers[i].due;
-                sim.push(due, EvKind::TimerDue { timer: i as u32 });
-            }
-        }
-        for i in 0..sim.tasks.len() {
-            let t = &sim.tasks[i];
-            match t.kind {
-                TaskKind::Periodic | TaskKind::Sleeper => {
-                    let p = t.phase;
-                    sim.push(
-                        p,
-                        EvKind::Release {
-                            task: i as u32,
-                            nominal: p,
-                        },
-                    );
-                }
-                TaskKind::Background => {
-                    let p = t.phase;
-                    sim.push(
-                        p,
-                        EvKind::Release {
-                            task: i as u32,
-                            nominal: p,
-                        },
-                    );
-                }
-                _ => {}
-            }
-        }
-        for i in 0..sim.noises.len() {
-            let first = sim.first_noise_time(i);
-            if let Some(t) = first {
-                sim.push(t, EvKind::Noise { idx: i as u32 });
-            }
-        }
-        Ok(sim)
-    }
-
-    fn add_source(&mut self, cpu: u32, kind: &str, name: &str) -> usize {
-        self.sources.push(SourceStats {
-            cpu,
-            kind: kind.to_string(),
-            name: name.to_string(),
-            count: 0,
-            total: Nanos::ZERO,
-            max: Nanos::ZERO,
-        });
-        self.sources.len() - 1
-    }
-
     #[inline]
-    fn push(&mut self, t: Nanos, kind: EvKind) {
+    pub(crate) fn push(&mut self, t: Nanos, kind: EvKind) {
         self.seq += 1;
         self.queue.push(key(t, self.seq), kind);
     }
 
-    fn first_noise_time(&mut self, i: usize) -> Option<Nanos> {
+    pub(crate) fn first_noise_time(&mut self, i: usize) -> Option<Nanos> {
         let n = &mut self.noises[i];
         let t = match &mut n.kind {
             NoiseKind::Periodic { jitter, .. } => {
@@ -1735,8 +804,12 @@ impl Sim {
                 let cpu = &mut self.cpus[c];
                 let until = now + d;
                 if until > cpu.stall_until {
+                    // The stretch this stall adds to one still running: the
+                    // slices of one CPU's stalls never overlap.
+                    let from = cpu.stall_until.max(now);
                     cpu.stall_until = until;
                     cpu.stall_src = src;
+                    self.emit_slice(c, SliceOwner::Source(src), from, until - from);
                 }
                 self.sources[src].count += 1;
                 if d > self.sources[src].max {
@@ -1796,6 +869,12 @@ impl Sim {
     }
 
     fn push_bh(&mut self, c: usize, src: usize, len: Nanos, visible: bool, action: Action) {
+        if self.cpus[c].bh.len() >= MAX_BH_QUEUE {
+            // The CPU cannot catch up at interrupt level: memory stays
+            // bounded and the loss is counted, as for task backlogs.
+            self.sources[src].dropped += 1;
+            return;
+        }
         self.cpus[c].bh.push_back(BhItem {
             remaining: len,
             len,
@@ -2333,6 +1412,25 @@ impl Sim {
                 self.trace_thread(c, ti);
             }
         }
+        for x in &self.sources {
+            if x.dropped > 0 {
+                self.warnings.push(format!(
+                    "cpu {}: {} pieces of {} work from '{}' were dropped: more than {MAX_BH_QUEUE} were waiting at interrupt level",
+                    x.cpu, x.dropped, x.kind, x.name
+                ));
+            }
+        }
+        // A job still pending after its deadline has missed it, whether it
+        // would have finished later or not: counted here, as a completion
+        // would have counted it. A deadline exactly at the end is not yet
+        // past (a job finishing at that instant is on time).
+        for t in &mut self.tasks {
+            let late = |release: Nanos| t.deadline.is_some_and(|d| release + d < end);
+            let pending = u64::from(t.active && late(t.job_release))
+                + t.backlog.iter().filter(|&&r| late(r)).count() as u64;
+            t.stats.deadline_misses += pending;
+            t.stats.latency.add_missed(pending);
+        }
         // Fold the recorders' pending counts once here rather than in a
         // copy at every read of the outcome.
         for t in &mut self.tasks {
@@ -2368,31 +1466,5 @@ impl Sim {
             clock: self.clock_desc,
             constraints: Vec::new(),
         }
-    }
-}
-
-impl TaskStats {
-    pub fn series(&self) -> Vec<punctual_record::Series> {
-        let mut out = Vec::new();
-        for (rec, metric) in [
-            (&self.latency, Metric::Latency),
-            (&self.interval, Metric::Interval),
-            (&self.response, Metric::Response),
-        ] {
-            if rec.count() == 0 && rec.missed() == 0 {
-                continue;
-            }
-            // The period is set on the series rather than on a copy of the
-            // recorder: the copy (HdrHistogram and count arrays, ~0.3 MB
-            // per series) was a sixth of the output's cost and page faults.
-            let mut s = rec.to_series(&format!("{}.{}", self.name, metric.as_str()), metric);
-            if let Some(p) = self.period {
-                s.sample_period_ns = Some(p);
-            }
-            s.task = Some(self.name.clone());
-            s.cpu = Some(self.cpu);
-            out.push(s);
-        }
-        out
     }
 }

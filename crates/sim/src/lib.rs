@@ -4,20 +4,26 @@
 //! `run(scenario, options)` gives the very record a live probe writes
 //! (`source: simulated`), so every analysis and report works on both. Same
 //! scenario text and seed ⇒ same bytes: the event queue breaks ties by
-//! insertion order, randomness comes from the in-crate [`rng::Rng`] seeded
-//! per source, and the record carries a fixed start time.
+//! insertion order, randomness comes from [`rng::Rng`] (in `punctual_units`)
+//! seeded per source, and the record carries a fixed start time.
+pub mod build;
 pub mod engine;
+pub mod outcome;
 pub mod output;
 pub mod planmode;
 mod queue;
-pub mod rng;
+/// The simulator's random numbers, from the house's one generator module.
+pub mod rng {
+    pub use punctual_units::rng::Rng;
+}
 pub mod scenario;
 
 use std::sync::atomic::AtomicBool;
 
-pub use engine::{
-    Outcome, RunOptions, Sim, TimelineLog, TimelineSlice, DEFAULT_DURATION, DEFAULT_SEED,
-    TIMELINE_CAP, TIMELINE_WINDOW_DEFAULT,
+pub use build::{DEFAULT_DURATION, DEFAULT_SEED};
+pub use engine::Sim;
+pub use outcome::{
+    Outcome, RunOptions, TimelineLog, TimelineSlice, TIMELINE_CAP, TIMELINE_WINDOW_DEFAULT,
 };
 pub use output::{summary, to_record, trace_json};
 pub use scenario::{parse_set, sweep_values, Scenario, ScenarioError};

@@ -9,7 +9,7 @@ use punctual_record::{
 use punctual_units::Nanos;
 use serde_json::{json, Value};
 
-use crate::engine::Outcome;
+use crate::outcome::Outcome;
 use crate::scenario::Scenario;
 
 /// Simulated runs carry a fixed start time: the record of a scenario and
@@ -227,16 +227,25 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
             )
         })
         .collect();
-    r.extra.insert(
-        "sim".into(),
-        json!({
-            "events": o.events,
-            "scheduler_picks": o.picks,
-            "tasks": tasks,
-            "streams": streams,
-            "trace_slices_dropped": o.trace_dropped,
-        }),
-    );
+    let mut sim = json!({
+        "events": o.events,
+        "scheduler_picks": o.picks,
+        "tasks": tasks,
+        "streams": streams,
+        "trace_slices_dropped": o.trace_dropped,
+    });
+    // Only when the interrupt-level queue overflowed, so records of runs
+    // the CPU could serve are unchanged.
+    let dropped: BTreeMap<String, u64> = o
+        .sources
+        .iter()
+        .filter(|x| x.dropped > 0)
+        .map(|x| (x.name.clone(), x.dropped))
+        .collect();
+    if !dropped.is_empty() {
+        sim["interrupt_work_dropped"] = json!(dropped);
+    }
+    r.extra.insert("sim".into(), sim);
     if !o.constraints.is_empty() {
         let cs: BTreeMap<String, Value> = o
             .constraints

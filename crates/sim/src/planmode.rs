@@ -17,29 +17,12 @@ use punctual_sched::plan::{ConstraintId, ConstraintRequest, Owner, Plan, PlanCon
 use punctual_sched::PeriodStat;
 use punctual_units::Nanos;
 
-use crate::engine::{
-    CpuStolen, Outcome, PeriodTotals, RunOptions, TaskStats, TimelineLog, TraceSlice,
-    DEFAULT_DURATION, DEFAULT_SEED, MAX_PERIODS, TIMELINE_WINDOW_DEFAULT,
+use crate::build::{common, Common};
+use crate::outcome::{
+    ConstraintResult, CpuStolen, Outcome, PeriodTotals, RunOptions, TaskStats, TimelineLog,
+    TraceSlice, MAX_PERIODS, TIMELINE_WINDOW_DEFAULT,
 };
-use crate::scenario::{Scenario, ScenarioError, MAX_DURATION};
-
-/// Outcome of one `[[constraint]]` query.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConstraintResult {
-    pub name: String,
-    pub asked_at: Nanos,
-    pub window_start: Nanos,
-    pub deadline: Nanos,
-    pub estimate: Nanos,
-    pub granted: bool,
-    /// The plan's reason, when denied.
-    pub denied_because: Option<String>,
-    /// CPU time the constraint's owner actually ran inside its grant.
-    pub received: Nanos,
-    /// When the granted work was done (all of `estimate` received).
-    pub completed_at: Option<Nanos>,
-    pub met_deadline: bool,
-}
+use crate::scenario::{Scenario, ScenarioError};
 
 struct PTask {
     name: String,
@@ -57,41 +40,11 @@ pub fn run(
     stop: Option<&AtomicBool>,
 ) -> Result<Outcome, ScenarioError> {
     let f = &scn.spec;
-    let seed = opts.seed.or(f.sim.seed).unwrap_or(DEFAULT_SEED);
-    let end = opts
-        .duration
-        .or(f.sim.duration.map(|d| d.0))
-        .unwrap_or(DEFAULT_DURATION);
-    if end.is_zero() || end > MAX_DURATION {
-        return Err(scn.error("sim.duration must be greater than zero and at most 100 years"));
-    }
-    if f.sim.cpus != 1 {
-        return Err(scn.error(format!(
-            "sim.cpus = {}: the plan scheduler simulates one CPU",
-            f.sim.cpus
-        )));
-    }
-    if let Some(n) = f.noise.first() {
-        return Err(scn.error_at(
-            n.name.span(),
-            "noise sources are not simulated with scheduler = \"plan\"",
-        ));
-    }
-    if let Some(s) = f.stream.first() {
-        return Err(scn.error_at(
-            s.name.span(),
-            "streams are not simulated with scheduler = \"plan\"",
-        ));
-    }
-    if let Some(t) = f.timer.first() {
-        return Err(scn.error_at(
-            t.name.span(),
-            "timers are not simulated with scheduler = \"plan\"",
-        ));
-    }
+    let Common { seed, end } = common(scn, opts)?;
+    refuse_unsupported(scn)?;
     let base = f.sim.plan_base.map_or(Nanos::from_ms(10), |d| d.0);
-    let mut plan =
-        Plan::new(PlanConfig::new(base)).map_err(|e| scn.error(format!("sim.plan_base: {e}")))?;
+    let (config, cap_ppm) = plan_config(scn, base)?;
+    let mut plan = Plan::new(config).map_err(|e| scn.error(format!("sim.plan_base: {e}")))?;
 
     let mut tasks: Vec<PTask> = Vec::new();
     let mut by_rez = BTreeMap::new();
@@ -113,7 +66,10 @@ pub fn run(
                 let adm = plan.reserve(r.amount.0, r.period.0).map_err(|e| {
                     scn.error_at(
                         t.name.span(),
-                        format!("task {name}: reservation denied: {e}"),
+                        format!(
+                            "task {name}: reservation denied: {e}{}",
+                            rounding_note(&config, r.amount.0, r.period.0)
+                        ),
                     )
                 })?;
                 by_rez.insert(adm.info.id, tasks.len());
@@ -138,43 +94,7 @@ pub fn run(
         .collect();
 
     // Constraint queries, in the order they are asked.
-    let mut queries: Vec<(Nanos, usize)> = Vec::new();
-    let mut results = Vec::new();
-    let mut owner_task: Vec<Option<usize>> = Vec::new();
-    for (i, c) in f.constraint.iter().enumerate() {
-        let task = match &c.task {
-            Some(n) => Some(*by_name.get(n.get_ref().as_str()).ok_or_else(|| {
-                scn.error_at(
-                    n.span(),
-                    format!("constraint: no task named {}", n.get_ref()),
-                )
-            })?),
-            None => None,
-        };
-        if c.deadline.0 <= c.start.0 {
-            return Err(scn.error_at(
-                c.name.span(),
-                format!(
-                    "constraint {}: deadline must be after start",
-                    c.name.get_ref()
-                ),
-            ));
-        }
-        owner_task.push(task);
-        queries.push((c.at.0, i));
-        results.push(ConstraintResult {
-            name: c.name.get_ref().clone(),
-            asked_at: c.at.0,
-            window_start: c.at.0 + c.start.0,
-            deadline: c.at.0 + c.deadline.0,
-            estimate: c.estimate.0,
-            granted: false,
-            denied_because: None,
-            received: Nanos::ZERO,
-            completed_at: None,
-            met_deadline: false,
-        });
-    }
+    let (mut queries, mut results, owner_task) = constraint_queries(scn, &by_name)?;
     queries.sort();
     let mut next_query = 0;
     let mut by_grant: BTreeMap<ConstraintId, usize> = BTreeMap::new();
@@ -217,56 +137,6 @@ pub fn run(
     let mut timeline = TimelineLog {
         window: opts.timeline_window.unwrap_or(TIMELINE_WINDOW_DEFAULT),
         ..Default::default()
-    };
-
-    // Closes every period of task `i` that ended by `upto`.
-    let close = |i: usize,
-                 upto: Nanos,
-                 tasks: &mut Vec<PTask>,
-                 stats: &mut Vec<TaskStats>,
-                 totals: &mut Vec<PeriodTotals>,
-                 periods: &mut Vec<(String, PeriodStat)>,
-                 dropped: &mut u64| {
-        let t = &mut tasks[i];
-        let Some((amount, period, from)) = t.rez else {
-            return;
-        };
-        if upto <= from {
-            return;
-        }
-        let done = (upto.0 - from.0) / period.0;
-        while t.cur_period < done {
-            let hit = t.cur_received >= amount;
-            let st = &mut stats[i];
-            st.releases += 1;
-            st.jobs += 1;
-            if !hit {
-                st.deadline_misses += 1;
-            }
-            if let Some(tot) = totals.iter_mut().find(|x| x.task == t.name) {
-                tot.periods += 1;
-                tot.misses += u64::from(!hit);
-                tot.received += t.cur_received;
-                tot.requested += amount;
-            }
-            let ps = PeriodStat {
-                thread: i,
-                index: t.cur_period,
-                start: Nanos(from.0 + t.cur_period * period.0),
-                need: amount,
-                requested: amount,
-                received: t.cur_received,
-                stolen: Nanos::ZERO,
-                hit,
-            };
-            if periods.len() < MAX_PERIODS {
-                periods.push((t.name.clone(), ps));
-            } else {
-                *dropped += 1;
-            }
-            t.cur_period += 1;
-            t.cur_received = Nanos::ZERO;
-        }
     };
 
     let mut now = Nanos::ZERO;
@@ -383,6 +253,14 @@ pub fn run(
         now = until;
     }
     let ended_at = now.min(end);
+    // Queries the run ended before were never put to the plan.
+    for &(_, ci) in &queries[next_query..] {
+        let r = &mut results[ci];
+        r.denied_because = Some(format!(
+            "not asked: it comes at {}, after the run ended at {ended_at}",
+            r.asked_at
+        ));
+    }
     for i in 0..tasks.len() {
         close(
             i,
@@ -406,6 +284,14 @@ pub fn run(
     }
     let bin = Nanos((end.0 / 1000).max(Nanos::from_ms(1).0));
     let mut warnings = Vec::new();
+    let used_ppm = (plan.utilization_fraction() * 1e6).round() as u32;
+    if !f.sim.admission && used_ppm > cap_ppm {
+        warnings.push(format!(
+            "the plan reserves {:.1}% of the CPU, over the admission cap {:.1}% (admission is off)",
+            used_ppm as f64 / 1e4,
+            cap_ppm as f64 / 1e4
+        ));
+    }
     for r in &results {
         if r.granted && r.completed_at.is_none() && r.deadline <= ended_at {
             warnings.push(format!(
@@ -442,6 +328,184 @@ pub fn run(
         clock: format!("plan (base {base}): {}", plan_summary(&plan)),
         constraints: results,
     })
+}
+
+type Queries = (
+    Vec<(Nanos, usize)>,
+    Vec<ConstraintResult>,
+    Vec<Option<usize>>,
+);
+
+/// The `[[constraint]]` queries as (time asked, index), their results yet
+/// to be filled, and the task each one's work runs in.
+fn constraint_queries(
+    scn: &Scenario,
+    by_name: &BTreeMap<&str, usize>,
+) -> Result<Queries, ScenarioError> {
+    let f = &scn.spec;
+    let mut queries: Vec<(Nanos, usize)> = Vec::new();
+    let mut results = Vec::new();
+    let mut owner_task: Vec<Option<usize>> = Vec::new();
+    for (i, c) in f.constraint.iter().enumerate() {
+        let task = match &c.task {
+            Some(n) => Some(*by_name.get(n.get_ref().as_str()).ok_or_else(|| {
+                scn.error_at(
+                    n.span(),
+                    format!("constraint: no task named {}", n.get_ref()),
+                )
+            })?),
+            None => None,
+        };
+        if c.deadline.0 <= c.start.0 {
+            return Err(scn.error_at(
+                c.name.span(),
+                format!(
+                    "constraint {}: deadline must be after start",
+                    c.name.get_ref()
+                ),
+            ));
+        }
+        owner_task.push(task);
+        queries.push((c.at.0, i));
+        results.push(ConstraintResult {
+            name: c.name.get_ref().clone(),
+            asked_at: c.at.0,
+            window_start: c.at.0 + c.start.0,
+            deadline: c.at.0 + c.deadline.0,
+            estimate: c.estimate.0,
+            granted: false,
+            denied_because: None,
+            received: Nanos::ZERO,
+            completed_at: None,
+            met_deadline: false,
+        });
+    }
+    Ok((queries, results, owner_task))
+}
+
+/// The plan's configuration for `sim`: its own default cap (95%, Linux's
+/// real-time cap) unless the scenario sets one; with admission off, up to
+/// the whole CPU. Also the cap itself in parts per million, for the
+/// warning when admission is off.
+fn plan_config(scn: &Scenario, base: Nanos) -> Result<(PlanConfig, u32), ScenarioError> {
+    let f = &scn.spec;
+    let mut config = PlanConfig::new(base);
+    if let Some(cap) = f.sim.admission_cap {
+        if !(cap > 0.0 && cap <= 1.0) {
+            return Err(scn.error_at_key(
+                &["sim", "admission_cap"],
+                format!("sim.admission_cap = {cap}: must be in (0, 1]"),
+            ));
+        }
+        config.utilization_limit_ppm = (cap * 1e6).round() as u32;
+    }
+    let cap_ppm = config.utilization_limit_ppm;
+    if !f.sim.admission {
+        config.utilization_limit_ppm = 1_000_000;
+    }
+    Ok((config, cap_ppm))
+}
+
+/// What plan mode does not simulate: more than one CPU, noise, streams and
+/// timers.
+fn refuse_unsupported(scn: &Scenario) -> Result<(), ScenarioError> {
+    let f = &scn.spec;
+    if f.sim.cpus != 1 {
+        return Err(scn.error(format!(
+            "sim.cpus = {}: the plan scheduler simulates one CPU",
+            f.sim.cpus
+        )));
+    }
+    if let Some(n) = f.noise.first() {
+        return Err(scn.error_at(
+            n.name.span(),
+            "noise sources are not simulated with scheduler = \"plan\"",
+        ));
+    }
+    if let Some(s) = f.stream.first() {
+        return Err(scn.error_at(
+            s.name.span(),
+            "streams are not simulated with scheduler = \"plan\"",
+        ));
+    }
+    if let Some(t) = f.timer.first() {
+        return Err(scn.error_at(
+            t.name.span(),
+            "timers are not simulated with scheduler = \"plan\"",
+        ));
+    }
+    Ok(())
+}
+
+/// Closes every period of task `i` that ended by `upto`.
+fn close(
+    i: usize,
+    upto: Nanos,
+    tasks: &mut [PTask],
+    stats: &mut [TaskStats],
+    totals: &mut [PeriodTotals],
+    periods: &mut Vec<(String, PeriodStat)>,
+    dropped: &mut u64,
+) {
+    let t = &mut tasks[i];
+    let Some((amount, period, from)) = t.rez else {
+        return;
+    };
+    if upto <= from {
+        return;
+    }
+    let done = (upto.0 - from.0) / period.0;
+    while t.cur_period < done {
+        let hit = t.cur_received >= amount;
+        let st = &mut stats[i];
+        st.releases += 1;
+        st.jobs += 1;
+        if !hit {
+            st.deadline_misses += 1;
+        }
+        if let Some(tot) = totals.iter_mut().find(|x| x.task == t.name) {
+            tot.periods += 1;
+            tot.misses += u64::from(!hit);
+            tot.received += t.cur_received;
+            tot.requested += amount;
+        }
+        let ps = PeriodStat {
+            thread: i,
+            index: t.cur_period,
+            start: Nanos(from.0 + t.cur_period * period.0),
+            need: amount,
+            requested: amount,
+            received: t.cur_received,
+            stolen: Nanos::ZERO,
+            hit,
+        };
+        if periods.len() < MAX_PERIODS {
+            periods.push((t.name.clone(), ps));
+        } else {
+            *dropped += 1;
+        }
+        t.cur_period += 1;
+        t.cur_received = Nanos::ZERO;
+    }
+}
+
+/// When the plan counts a reservation against a shorter period than asked
+/// (periods round down to `base` times a power of two), the sentence that
+/// says so, since a refusal then names figures the scenario never wrote.
+fn rounding_note(config: &PlanConfig, amount: Nanos, period: Nanos) -> String {
+    let base = config.base.0;
+    if base == 0 || period.0 < base || amount > period {
+        return String::new();
+    }
+    let level = (63 - (period.0 / base).leading_zeros()).min(config.max_depth);
+    let effective = Nanos(base << level);
+    if effective == period {
+        return String::new();
+    }
+    format!(
+        " ({period} was rounded down to the {effective} plan level, so {amount} becomes {:.1}% of the CPU)",
+        amount.0 as f64 * 100.0 / effective.0 as f64
+    )
 }
 
 fn plan_summary(plan: &Plan) -> String {

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use punctual_units::{parse_duration, Nanos};
+use punctual_units::{parse_duration, parse_scaled, Nanos, Scale};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
@@ -73,51 +73,40 @@ fn parse_bounded(s: &str) -> Result<Nanos, String> {
     Ok(d)
 }
 
+/// A reservation written `amount/period` (`"7ms/50ms"`), with
+/// 0 < amount ≤ period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Share {
+    pub amount: Nanos,
+    pub period: Nanos,
+}
+
+impl<'de> Deserialize<'de> for Share {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let s = String::deserialize(d)?;
+        let (a, b) = s
+            .split_once('/')
+            .ok_or_else(|| D::Error::custom(format!("'{s}' must look like 7ms/50ms")))?;
+        match (parse_duration(a), parse_duration(b)) {
+            (Ok(amount), Ok(period)) if !amount.is_zero() && amount <= period => {
+                Ok(Share { amount, period })
+            }
+            _ => Err(D::Error::custom(format!(
+                "'{s}' must be amount/period with 0 < amount ≤ period"
+            ))),
+        }
+    }
+}
+
 /// A clock period that may be a fraction of a nanosecond (976.5625 µs),
 /// held exactly in picoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Picos(pub u128);
 
+/// A duration in picoseconds, from 1 ps to `u64::MAX` ps (213 days).
 pub fn parse_picos(s: &str) -> Result<Picos, String> {
-    let t = s.trim();
-    let end = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = (&t[..end], t[end..].trim());
-    let mult: u128 = match unit {
-        "ns" => 1_000,
-        "us" | "µs" => 1_000_000,
-        "ms" => 1_000_000_000,
-        "s" => 1_000_000_000_000,
-        "" => return Err(format!("'{s}' has no unit (use ns, us, ms or s)")),
-        u => return Err(format!("'{s}': unknown unit '{u}'")),
-    };
-    let (ip, fp) = num.split_once('.').unwrap_or((num, ""));
-    if (ip.is_empty() && fp.is_empty()) || fp.contains('.') {
-        return Err(format!("'{s}' is not a duration"));
-    }
-    let mut v: u128 = if ip.is_empty() {
-        0
-    } else {
-        ip.parse::<u128>()
-            .map_err(|_| format!("'{s}' is too large"))?
-            .checked_mul(mult)
-            .ok_or_else(|| format!("'{s}' is too large"))?
-    };
-    let mut scale = mult;
-    for c in fp.chars() {
-        let dgt = c
-            .to_digit(10)
-            .ok_or_else(|| format!("'{s}' is not a duration"))? as u128;
-        if !scale.is_multiple_of(10) {
-            if dgt != 0 {
-                return Err(format!("'{s}' is finer than a picosecond"));
-            }
-            continue;
-        }
-        scale /= 10;
-        v += dgt * scale;
-    }
+    let v = parse_scaled(s, Scale::Pico).map_err(|e| e.to_string())?;
     if v == 0 || v > u64::MAX as u128 {
         return Err(format!("'{s}' must be between 1 ps and 213 days"));
     }
@@ -217,7 +206,7 @@ pub struct SimSection {
     #[serde(default = "yes")]
     pub admission: bool,
     /// "7ms/50ms": reservation for the time-sharing class.
-    pub timeshare_reservation: Option<String>,
+    pub timeshare_reservation: Option<Share>,
     /// Latencies above this go to the spike log (default: 1 ms).
     pub spike_threshold: Option<Dur>,
     pub description: Option<String>,
@@ -499,6 +488,46 @@ impl Scenario {
         }
     }
 
+    /// An error located at the value of the dotted key `path` (`sim.cpus`)
+    /// when the file states it, else at the file alone (the value came
+    /// from a default or the command line).
+    pub fn error_at_key(&self, path: &[&str], message: impl Into<String>) -> ScenarioError {
+        let span = toml_edit::ImDocument::parse(self.text.as_str())
+            .ok()
+            .and_then(|doc| {
+                let mut item = doc.as_item();
+                for k in path {
+                    item = item.get(k)?;
+                }
+                item.span()
+            });
+        match span {
+            Some(span) => self.error_at(span, message),
+            None => self.error(message),
+        }
+    }
+
+    /// Refuses two entries of one `[[kind]]` with the same name, at the
+    /// second one: the record keeps one result per name.
+    pub(crate) fn unique_names<T>(
+        &self,
+        kind: &str,
+        items: &[T],
+        name: impl Fn(&T) -> &Spanned<String>,
+    ) -> Result<BTreeMap<String, usize>, ScenarioError> {
+        let mut seen = BTreeMap::new();
+        for (i, t) in items.iter().enumerate() {
+            let n = name(t);
+            if seen.insert(n.get_ref().clone(), i).is_some() {
+                return Err(self.error_at(
+                    n.span(),
+                    format!("two [[{kind}]] entries are named '{}'", n.get_ref()),
+                ));
+            }
+        }
+        Ok(seen)
+    }
+
     pub fn error(&self, message: impl Into<String>) -> ScenarioError {
         ScenarioError {
             file: self.file.clone(),
@@ -648,15 +677,6 @@ pub fn parse_set(s: &str) -> Result<(String, String), String> {
         return Err(format!("'{s}': empty key"));
     }
     Ok((k.trim().to_string(), v.trim().to_string()))
-}
-
-/// Names of things, for cross-references.
-pub(crate) fn index_by_name<T>(items: &[T], name: impl Fn(&T) -> &str) -> BTreeMap<String, usize> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (name(t).to_string(), i))
-        .collect()
 }
 
 #[cfg(test)]

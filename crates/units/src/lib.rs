@@ -6,7 +6,10 @@
 //! seed 000's 976 µs rounding stay hidden. `Nanos` is that count; it parses
 //! the human strings used on the command line and in scenario files
 //! (`250us`, `1ms`, `2.5ms`, `5s`, `1h`) and prints itself in the most
-//! readable unit.
+//! readable unit. [`rng`] holds the house's seeded random numbers, which
+//! must be as stable as the units themselves.
+
+pub mod rng;
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Div, Mul, Sub, SubAssign};
@@ -144,6 +147,8 @@ pub enum ParseDurationError {
     Overflow(String),
     #[error("'{0}' is finer than a nanosecond")]
     SubNanosecond(String),
+    #[error("'{0}' is finer than a picosecond")]
+    SubPicosecond(String),
 }
 
 fn unit_ns(unit: &str) -> Option<u64> {
@@ -165,6 +170,35 @@ fn unit_ns(unit: &str) -> Option<u64> {
 /// "1" is as likely to mean 1 ms as 1 s, and guessing is how periods end up
 /// 1000× wrong.
 pub fn parse_duration(text: &str) -> Result<Nanos, ParseDurationError> {
+    let total = parse_scaled(text, Scale::Nano)?;
+    if total > u64::MAX as u128 {
+        return Err(ParseDurationError::Overflow(text.to_string()));
+    }
+    Ok(Nanos(total as u64))
+}
+
+/// The unit [`parse_scaled`] counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// Nanoseconds, as [`Nanos`] holds them.
+    Nano,
+    /// Picoseconds, for clock periods that are no whole number of
+    /// nanoseconds (a 1024 Hz tick is 976 562.5 ns).
+    Pico,
+}
+
+impl Scale {
+    fn per_ns(self) -> u128 {
+        match self {
+            Scale::Nano => 1,
+            Scale::Pico => 1_000,
+        }
+    }
+}
+
+/// The grammar of [`parse_duration`], counted exactly in `scale` units: a
+/// digit finer than one unit is refused rather than rounded away.
+pub fn parse_scaled(text: &str, scale: Scale) -> Result<u128, ParseDurationError> {
     let s = text.trim();
     if s.is_empty() {
         return Err(ParseDurationError::Empty);
@@ -192,7 +226,9 @@ pub fn parse_duration(text: &str) -> Result<Nanos, ParseDurationError> {
             return Err(ParseDurationError::Invalid(text.to_string()));
         }
         let mult = unit_ns(unit)
-            .ok_or_else(|| ParseDurationError::UnknownUnit(text.to_string(), unit.to_string()))?;
+            .ok_or_else(|| ParseDurationError::UnknownUnit(text.to_string(), unit.to_string()))?
+            as u128
+            * scale.per_ns();
         let (int_part, frac_part) = match num_str.split_once('.') {
             Some((i, f)) => (i, f),
             None => (num_str.as_str(), ""),
@@ -208,32 +244,32 @@ pub fn parse_duration(text: &str) -> Result<Nanos, ParseDurationError> {
                 .map_err(|_| ParseDurationError::Overflow(text.to_string()))?
         };
         let mut value = int_val
-            .checked_mul(mult as u128)
+            .checked_mul(mult)
             .ok_or_else(|| ParseDurationError::Overflow(text.to_string()))?;
         // Fractional part in exact integer arithmetic.
-        let mut scale = mult as u128;
+        let mut place = mult;
         for d in frac_part.chars() {
             let digit = d
                 .to_digit(10)
                 .ok_or_else(|| ParseDurationError::Invalid(text.to_string()))?
                 as u128;
-            if !scale.is_multiple_of(10) {
+            if !place.is_multiple_of(10) {
                 if digit != 0 {
-                    return Err(ParseDurationError::SubNanosecond(text.to_string()));
+                    return Err(match scale {
+                        Scale::Nano => ParseDurationError::SubNanosecond(text.to_string()),
+                        Scale::Pico => ParseDurationError::SubPicosecond(text.to_string()),
+                    });
                 }
                 continue;
             }
-            scale /= 10;
-            value += digit * scale;
+            place /= 10;
+            value += digit * place;
         }
         total = total
             .checked_add(value)
             .ok_or_else(|| ParseDurationError::Overflow(text.to_string()))?;
     }
-    if total > u64::MAX as u128 {
-        return Err(ParseDurationError::Overflow(text.to_string()));
-    }
-    Ok(Nanos(total as u64))
+    Ok(total)
 }
 
 impl FromStr for Nanos {
@@ -327,6 +363,25 @@ pub fn parse_ratio(text: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scaled_parsing_is_exact_at_both_scales() {
+        assert_eq!(parse_scaled("976.5625us", Scale::Pico), Ok(976_562_500));
+        assert_eq!(parse_scaled("1ms", Scale::Pico), Ok(1_000_000_000));
+        assert_eq!(parse_scaled("1ms", Scale::Nano), Ok(1_000_000));
+        assert_eq!(
+            parse_scaled("0.5ps", Scale::Pico),
+            Err(ParseDurationError::UnknownUnit("0.5ps".into(), "ps".into()))
+        );
+        assert_eq!(
+            parse_scaled("1.0005ns", Scale::Pico),
+            Err(ParseDurationError::SubPicosecond("1.0005ns".into()))
+        );
+        assert_eq!(
+            parse_scaled("976.5625us", Scale::Nano),
+            Err(ParseDurationError::SubNanosecond("976.5625us".into()))
+        );
+    }
 
     #[test]
     fn parses_the_documented_forms() {

@@ -1,33 +1,60 @@
-//! The simulator's own random numbers: xoshiro256** seeded by splitmix64.
+//! The house's random numbers: [`Rng`] (xoshiro256** seeded by SplitMix64)
+//! for the simulator, and [`SplitMix64`] itself for the forecast's
+//! bootstrap.
 //!
 //! Implemented here rather than taken from a crate so that the bytes a
-//! scenario produces never change because a dependency changed its
-//! algorithm. Each noise source and task draws from its own stream (seeded
-//! from the run seed and its index), so adding a source to a scenario does
-//! not perturb the others.
+//! scenario or a forecast produces never change because a dependency
+//! changed its algorithm. Each of the simulator's noise sources and tasks
+//! draws from its own stream (seeded from the run seed and its index), so
+//! adding a source to a scenario does not perturb the others.
 
 #[derive(Clone, Debug)]
 pub struct Rng {
     s: [u64; 4],
 }
 
-fn splitmix64(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// SplitMix64 (Steele, Lea, Flood 2014), whose output is fully specified.
+#[derive(Clone, Debug)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64 { state: seed }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in the open interval (0, 1): never 0, so `ln` is safe.
+    pub fn uniform_open(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box–Muller; one of the pair is discarded to keep
+    /// the stream simple to reason about).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.uniform_open();
+        let u2 = self.uniform_open();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+
+    /// Exponential with mean 1.
+    pub fn exp1(&mut self) -> f64 {
+        -self.uniform_open().ln()
+    }
 }
 
 impl Rng {
     pub fn new(seed: u64, stream: u64) -> Self {
-        let mut x = seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
-        let s = [
-            splitmix64(&mut x),
-            splitmix64(&mut x),
-            splitmix64(&mut x),
-            splitmix64(&mut x),
-        ];
+        let mut x = SplitMix64::new(seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        let s = [x.next_u64(), x.next_u64(), x.next_u64(), x.next_u64()];
         Rng { s }
     }
 
@@ -78,6 +105,7 @@ struct ZigTables {
 const ZIG_R: f64 = 7.697_117_470_131_05;
 const ZIG_V: f64 = 0.003_949_659_822_581_557;
 
+#[inline]
 fn zig_tables() -> &'static ZigTables {
     static TABLES: std::sync::OnceLock<ZigTables> = std::sync::OnceLock::new();
     TABLES.get_or_init(|| {
@@ -141,6 +169,23 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn splitmix_uniform_mean_and_determinism() {
+        let mut a = SplitMix64::new(7);
+        let mut b = SplitMix64::new(7);
+        let n = 100_000;
+        let mut sum = 0.0;
+        for _ in 0..n {
+            let x = a.uniform_open();
+            assert_eq!(x, b.uniform_open());
+            assert!(x > 0.0 && x < 1.0);
+            sum += x;
+        }
+        assert!((sum / n as f64 - 0.5).abs() < 0.005);
+        let mut c = SplitMix64::new(8);
+        assert_ne!(SplitMix64::new(7).next_u64(), c.next_u64());
+    }
 
     #[test]
     fn reference_values_never_change() {

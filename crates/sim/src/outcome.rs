@@ -1,0 +1,236 @@
+//! What a run produced, filled alike by the event engine
+//! ([`crate::engine`]) and the plan executor ([`crate::planmode`]), and the
+//! options of a run that are not part of the scenario. Kept apart from both
+//! engines so that neither imports the other and the record writer
+//! ([`crate::output`]) reads one set of types.
+
+use punctual_record::{Metric, Recorder, Timeline};
+use punctual_sched::PeriodStat;
+use punctual_units::Nanos;
+
+/// Stored periods in the record; later ones only count in the summary.
+pub const MAX_PERIODS: usize = 10_000;
+
+/// Spikes kept in the record.
+pub const MAX_SPIKES: usize = 1_000;
+
+/// A named source of stolen time and what it took.
+#[derive(Clone, Debug)]
+pub struct SourceStats {
+    pub cpu: u32,
+    pub kind: String,
+    pub name: String,
+    pub count: u64,
+    pub total: Nanos,
+    pub max: Nanos,
+    /// Pieces of its work dropped because the CPU's interrupt-level queue
+    /// was full.
+    pub dropped: u64,
+}
+
+/// Per-task results the record and sweeps are built from.
+#[derive(Clone, Debug)]
+pub struct TaskStats {
+    pub name: String,
+    pub cpu: u32,
+    pub period: Option<Nanos>,
+    pub latency: Recorder,
+    pub interval: Recorder,
+    pub response: Recorder,
+    pub jobs: u64,
+    pub releases: u64,
+    pub deadline_misses: u64,
+    pub preemptions: u64,
+    pub backlog_lost: u64,
+    pub reserved: bool,
+    pub rez_kind: Option<String>,
+    pub need: Option<Nanos>,
+}
+
+/// What a stream of packets did.
+#[derive(Clone, Debug, Default)]
+pub struct StreamStats {
+    pub name: String,
+    pub arrived: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub max_fill: u64,
+    pub capacity: u64,
+    pub paused_ns: Nanos,
+}
+
+/// Per-CPU stolen-time accounting.
+#[derive(Clone, Debug)]
+pub struct CpuStolen {
+    pub total: Nanos,
+    pub intervals: u64,
+    pub max: Nanos,
+    pub timeline: Timeline,
+}
+
+/// One slice of a Chrome/Perfetto trace.
+#[derive(Clone, Debug)]
+pub struct TraceSlice {
+    pub cpu: u32,
+    /// 0 for the interrupt/DPC track, task index + 1 for threads.
+    pub track: u32,
+    pub name: String,
+    pub start: Nanos,
+    pub dur: Nanos,
+}
+
+/// Options of one run that are not part of the scenario.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub seed: Option<u64>,
+    pub duration: Option<Nanos>,
+    /// Collect trace slices, at most this many.
+    pub trace_cap: Option<usize>,
+    /// Span of simulated time kept in the record's bounded slice log
+    /// (`extra.timeline`); `None` means [`TIMELINE_WINDOW_DEFAULT`], zero
+    /// keeps none. A window rather than the whole run because the report
+    /// embeds it and a Gantt chart of minutes of 1 ms periods is unreadable.
+    pub timeline_window: Option<Nanos>,
+}
+
+/// The record keeps this much of the start of a run as a slice log.
+pub const TIMELINE_WINDOW_DEFAULT: Nanos = Nanos(200_000_000);
+
+/// At most this many slices in the record's log, so records stay small.
+pub const TIMELINE_CAP: usize = 5000;
+
+/// One slice of the record's execution timeline.
+#[derive(Clone, Debug)]
+pub struct TimelineSlice {
+    pub cpu: u32,
+    /// Row of the chart: the task's name, or the kind of the interrupt
+    /// source (`irq`, `dpc`, …) whose handler stole the time.
+    pub track: String,
+    /// `run` (a thread had the CPU) or `stolen` (interrupts, DPCs or the
+    /// hypervisor had it).
+    pub kind: &'static str,
+    pub name: String,
+    pub start: Nanos,
+    pub len: Nanos,
+}
+
+/// The bounded slice log of the first `window` of a run.
+#[derive(Clone, Debug, Default)]
+pub struct TimelineLog {
+    pub window: Nanos,
+    pub slices: Vec<TimelineSlice>,
+    /// Slices inside the window that did not fit under [`TIMELINE_CAP`].
+    pub dropped: u64,
+}
+
+impl TimelineLog {
+    pub(crate) fn push(
+        &mut self,
+        cpu: usize,
+        track: &str,
+        kind: &'static str,
+        name: &str,
+        start: Nanos,
+        len: Nanos,
+    ) {
+        if len.is_zero() || start >= self.window {
+            return;
+        }
+        if self.slices.len() >= TIMELINE_CAP {
+            self.dropped += 1;
+            return;
+        }
+        let end = Nanos((start.0 + len.0).min(self.window.0));
+        self.slices.push(TimelineSlice {
+            cpu: cpu as u32,
+            track: track.to_string(),
+            kind,
+            name: name.to_string(),
+            start,
+            len: end - start,
+        });
+    }
+}
+
+/// Everything a run produced.
+pub struct Outcome {
+    pub seed: u64,
+    pub duration: Nanos,
+    pub ended_at: Nanos,
+    pub interrupted: bool,
+    pub events: u64,
+    pub picks: u64,
+    pub tasks: Vec<TaskStats>,
+    pub sources: Vec<SourceStats>,
+    pub cpus: Vec<CpuStolen>,
+    pub periods: Vec<(String, PeriodStat)>,
+    pub periods_dropped: u64,
+    pub period_totals: Vec<PeriodTotals>,
+    pub streams: Vec<StreamStats>,
+    pub spikes: Vec<(Nanos, u32, String, Nanos)>,
+    pub spikes_dropped: u64,
+    pub trace: Vec<TraceSlice>,
+    pub trace_dropped: u64,
+    pub timeline: TimelineLog,
+    pub warnings: Vec<String>,
+    pub clock: String,
+    /// Plan mode: the `[[constraint]]` queries and what became of them.
+    pub constraints: Vec<ConstraintResult>,
+}
+
+/// Totals per reserved task.
+#[derive(Clone, Debug, Default)]
+pub struct PeriodTotals {
+    pub task: String,
+    pub kind: String,
+    pub periods: u64,
+    pub misses: u64,
+    pub need: Nanos,
+    pub received: Nanos,
+    pub stolen: Nanos,
+    pub requested: Nanos,
+}
+
+impl TaskStats {
+    pub fn series(&self) -> Vec<punctual_record::Series> {
+        let mut out = Vec::new();
+        for (rec, metric) in [
+            (&self.latency, Metric::Latency),
+            (&self.interval, Metric::Interval),
+            (&self.response, Metric::Response),
+        ] {
+            if rec.count() == 0 && rec.missed() == 0 {
+                continue;
+            }
+            // The period is set on the series rather than on a copy of the
+            // recorder: the copy (HdrHistogram and count arrays, ~0.3 MB
+            // per series) was a sixth of the output's cost and page faults.
+            let mut s = rec.to_series(&format!("{}.{}", self.name, metric.as_str()), metric);
+            if let Some(p) = self.period {
+                s.sample_period_ns = Some(p);
+            }
+            s.task = Some(self.name.clone());
+            s.cpu = Some(self.cpu);
+            out.push(s);
+        }
+        out
+    }
+}
+
+/// Outcome of one `[[constraint]]` query.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConstraintResult {
+    pub name: String,
+    pub asked_at: Nanos,
+    pub window_start: Nanos,
+    pub deadline: Nanos,
+    pub estimate: Nanos,
+    pub granted: bool,
+    /// The plan's reason, when denied.
+    pub denied_because: Option<String>,
+    /// CPU time the constraint's owner actually ran inside its grant.
+    pub received: Nanos,
+    /// When the granted work was done (all of `estimate` received).
+    pub completed_at: Option<Nanos>,
+    pub met_deadline: bool,
+}
