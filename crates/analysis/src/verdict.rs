@@ -70,7 +70,7 @@ fn tail_models(record: &Record) -> Vec<TailModel> {
         record.series.iter().collect()
     };
     pick.into_iter()
-        .filter_map(|s| TailModel::new(s, record.duration_ns).ok())
+        .filter_map(|s| TailModel::new(s, record.series_duration(s)).ok())
         .collect()
 }
 
