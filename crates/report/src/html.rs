@@ -26,7 +26,8 @@ use crate::Input;
 /// Choices that shape the page.
 #[derive(Clone, Debug)]
 pub struct HtmlOptions {
-    /// Histogram bucket width (seed 000 used 100 µs).
+    /// Fixed bucket width of the CSV exports; the page's histograms use
+    /// log-spaced bins (`LOG_BINS`).
     pub bucket: Nanos,
     /// Profile for the MTTF-against-buffering plot.
     pub profile: &'static Profile,

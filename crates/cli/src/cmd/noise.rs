@@ -211,8 +211,8 @@ pub fn run(args: Args) -> CliResult {
     print!("{}", super::load::load_lines(&rec));
     print!("{causes}");
     if !rec.warnings.is_empty() {
-        println!("warnings:");
-        print!("{}", warnings_text(&rec));
+        eprintln!("warnings:");
+        eprint!("{}", warnings_text(&rec));
     }
     write_json(&rec, &args.common.json)
 }
