@@ -631,8 +631,8 @@ fn section_tails(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut ta
 const LOG_BINS: usize = 60;
 
 /// The log-bin ratio for values in `[lo, hi)` ns recorded in buckets of
-/// `bucket_ns`: [`LOG_BINS`] bins, or fewer where the lowest bin would be
-/// narrower than a bucket (such bins would alternate full and empty).
+/// `bucket_ns`: [`LOG_BINS`] bins, or fewer where the bins at `lo` would
+/// be narrower than a bucket (such bins would alternate full and empty).
 fn log_ratio(lo: f64, hi: f64, bucket_ns: f64) -> f64 {
     (hi / lo)
         .powf(1.0 / LOG_BINS as f64)
@@ -685,7 +685,24 @@ fn section_histograms(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
             continue;
         }
         let hi = hi.max(lo * 10.0);
-        let ratio = log_ratio(lo, hi, w);
+        // The resolution limit is set where the samples are (their 1st
+        // percentile), not by a few near-zero outliers, which would
+        // otherwise force every bin to double in width.
+        let mut all: Vec<(u64, u64)> = members
+            .iter()
+            .flat_map(|m| m.2.histogram.buckets.iter().copied())
+            .collect();
+        all.sort_unstable();
+        let total: u64 = all.iter().map(|b| b.1).sum();
+        let mut seen = 0;
+        let bulk = all
+            .iter()
+            .find(|b| {
+                seen += b.1;
+                seen * 100 >= total
+            })
+            .map_or(lo, |b| (b.0 as f64).max(lo));
+        let ratio = log_ratio(bulk, hi.max(bulk * 10.0), w).min(log_ratio(lo, hi, w));
         let share = members.len().max(1) as f64;
         let mut series = Vec::new();
         let mut colours = Vec::new();
