@@ -8,6 +8,7 @@
 //! formulas and assumptions are written out in `docs/forecast.md`.
 
 pub mod buffer;
+pub mod compare;
 pub mod forecast;
 pub mod gpd;
 pub mod profiles;

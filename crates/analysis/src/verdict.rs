@@ -173,7 +173,7 @@ fn tail_models(record: &Record) -> Vec<TailModel> {
         .iter()
         .filter(|s| latency_like(s.metric))
         .filter_map(|s| {
-            TailModel::new(s, record.duration_ns)
+            TailModel::new(s, record.series_duration(s))
                 .ok()
                 .map(|m| m.with_spike_log(record, s))
         })

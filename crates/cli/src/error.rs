@@ -12,6 +12,9 @@ pub enum CliError {
     Usage(String),
     /// Exit status 1: the run could not be carried out.
     Runtime(String),
+    /// Exit status 1: the run worked and a gate it checks failed (a
+    /// latency regression): the answer a CI job stops on.
+    Gate(String),
 }
 
 impl CliError {
@@ -21,10 +24,13 @@ impl CliError {
     pub fn runtime(msg: impl Into<String>) -> Self {
         CliError::Runtime(msg.into())
     }
+    pub fn gate(msg: impl Into<String>) -> Self {
+        CliError::Gate(msg.into())
+    }
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Usage(_) => 2,
-            CliError::Runtime(_) => 1,
+            CliError::Runtime(_) | CliError::Gate(_) => 1,
         }
     }
 }
@@ -32,7 +38,7 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CliError::Usage(m) | CliError::Runtime(m) => f.write_str(m),
+            CliError::Usage(m) | CliError::Runtime(m) | CliError::Gate(m) => f.write_str(m),
         }
     }
 }

@@ -41,11 +41,14 @@ enum Command {
     Validate(cmd::validate::Args),
     /// Long-running low-rate probe serving rolling worst cases on /metrics.
     Monitor(cmd::monitor::Args),
+    /// Did latency regress? A statistical test of two records' quantiles.
+    Compare(cmd::compare::Args),
     /// Turn records into HTML, CSV, histograms, HdrHistogram logs, Prometheus, Perfetto.
     Report(cmd::report::Args),
 }
 
 fn main() {
+    punctual::output::quiet_broken_pipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -63,7 +66,29 @@ fn main() {
         Command::Cause(a) if a.cleanup => {}
         _ => punctual::stale::restore_at_start(),
     }
-    let result = match cli.command {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if punctual::output::json_to_stdout(&argv) {
+        punctual::output::route_stdout_to_stderr();
+    }
+    // A closed standard output (`| head`) panics inside print!; the panic
+    // unwinds through the verb (its restore guards run) and ends here.
+    let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli.command))) {
+        Ok(r) => r,
+        Err(payload) => {
+            if punctual::output::is_broken_pipe_panic(punctual::output::panic_text(&*payload)) {
+                std::process::exit(0);
+            }
+            std::panic::resume_unwind(payload);
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("punctual: {e}");
+        std::process::exit(e.exit_code());
+    }
+}
+
+fn run(command: Command) -> punctual::error::CliResult {
+    match command {
         Command::Check(a) => cmd::check::run(a),
         Command::Timer(a) => cmd::timer::run(a),
         Command::Noise(a) => cmd::noise::run(a),
@@ -71,14 +96,11 @@ fn main() {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Forecast(a) => cmd::forecast::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
         Command::Load(a) => cmd::load::run(a),
         Command::Cause(a) => cmd::cause::run(a),
         Command::Reserve(a) => cmd::reserve::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Monitor(a) => cmd::monitor::run(a),
-    };
-    if let Err(e) = result {
-        eprintln!("punctual: {e}");
-        std::process::exit(e.exit_code());
     }
 }

@@ -160,8 +160,12 @@ pub fn duration(s: &str) -> Result<Nanos, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
-/// Like [`duration`] but refuses zero.
+/// Like [`duration`] but refuses zero, and says "greater than zero" for
+/// a negative value too (not the "zero or more" of plain durations).
 pub fn positive_duration(s: &str) -> Result<Nanos, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!("'{s}' is negative; it must be greater than zero"));
+    }
     let d = duration(s)?;
     if d.is_zero() {
         Err(format!("'{s}' is zero; it must be greater than zero"))
@@ -211,7 +215,11 @@ pub fn check_output(flag: &str, path: &Option<PathBuf>) -> Result<(), CliError> 
     Ok(())
 }
 
+/// `-` (standard output) is always writable.
 pub fn check_output_path(flag: &str, p: &Path) -> Result<(), CliError> {
+    if crate::output::is_stdout(p) {
+        return Ok(());
+    }
     punctual_record::check_writable(p).map_err(|e| CliError::usage(format!("{flag}: {e}")))
 }
 
@@ -248,6 +256,8 @@ mod tests {
     #[test]
     fn durations() {
         assert!(positive_duration("0ms").is_err());
+        let neg = positive_duration("-1s").unwrap_err();
+        assert!(neg.contains("greater than zero"), "{neg}");
         assert!(duration("banana").unwrap_err().contains("banana"));
     }
 }

@@ -1,10 +1,17 @@
 //! What every verb that measures does on the way out: stamp the record with
 //! the wall-clock start and write it where `--json` says. One copy, so the
 //! stamps and the messages are the same whichever verb made the record.
+//!
+//! Also the process's standard output policy: `--json -` puts the JSON on
+//! standard output and everything else on standard error (so `punctual
+//! timer --json - | jq` parses), and a closed pipe (`| head`) ends the
+//! output quietly, as ripgrep does.
 
-use std::io::IsTerminal;
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use punctual_live::timer::Progress;
@@ -44,29 +51,106 @@ pub fn rfc3339_now() -> String {
     rfc3339(SystemTime::now())
 }
 
-/// Writes the record (atomically: `Record::write`) to `--json PATH`;
-/// a failure names the path.
+/// The real standard output, kept aside when `--json -` sent fd 1 to
+/// standard error.
+static JSON_STDOUT: OnceLock<Mutex<File>> = OnceLock::new();
+
+/// True for the path `-`: standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// True when the arguments (before a `--`) hold `--json -` or `--json=-`.
+pub fn json_to_stdout(args: &[std::ffi::OsString]) -> bool {
+    let args: Vec<&std::ffi::OsString> = args.iter().take_while(|a| *a != "--").collect();
+    args.iter().any(|a| *a == "--json=-")
+        || args.windows(2).any(|w| *w[0] == "--json" && *w[1] == "-")
+}
+
+/// For `--json -`: keeps the real standard output for the JSON and points
+/// file descriptor 1 at standard error, so the tables, progress and
+/// messages every verb prints still reach the user and the JSON stays
+/// parseable. Done once, before the verb runs.
+pub fn route_stdout_to_stderr() {
+    // SAFETY: dup/dup2 on the process's own standard descriptors; the
+    // duplicate is owned by the File from here on.
+    unsafe {
+        let saved = libc::dup(1);
+        if saved < 0 {
+            return;
+        }
+        if libc::dup2(2, 1) < 0 {
+            libc::close(saved);
+            return;
+        }
+        let _ = JSON_STDOUT.set(Mutex::new(File::from_raw_fd(saved)));
+    }
+}
+
+/// Writes `bytes` to standard output: the one kept aside by
+/// [`route_stdout_to_stderr`] when there is one.
+fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
+    match JSON_STDOUT.get() {
+        Some(f) => {
+            let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+            f.write_all(bytes)?;
+            f.flush()
+        }
+        None => {
+            let mut so = std::io::stdout().lock();
+            so.write_all(bytes)?;
+            so.flush()
+        }
+    }
+}
+
+/// Writes an output file named by `flag` atomically, or to standard
+/// output for `-`. A closed pipe is not an error (the reader had enough).
+pub fn write_bytes(flag: &str, path: &Path, bytes: &[u8]) -> CliResult {
+    if is_stdout(path) {
+        return match write_stdout(bytes) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::runtime(
+                format!("{flag} -: cannot write to standard output: {e}"),
+            )),
+            _ => Ok(()),
+        };
+    }
+    punctual_record::write_atomic(path, bytes)
+        .map_err(|e| CliError::runtime(format!("cannot write {flag} {}: {e}", path.display())))
+}
+
+/// Writes the record (atomically) to `--json PATH`, or to standard output
+/// for `-`; a failure names the path.
 pub fn write_record(rec: &Record, path: &Path) -> CliResult {
+    let mut text = rec.to_json_pretty();
+    if is_stdout(path) {
+        text.push('\n');
+        return write_bytes("--json", path, text.as_bytes());
+    }
     rec.write(path)
         .map_err(|e| CliError::runtime(format!("cannot write --json {}: {e}", path.display())))
 }
 
-/// As [`write_record`] for an optional `--json`, saying where it went (the
-/// probe verbs' behaviour: their stdout is the table, the path goes to
-/// stderr).
+/// As [`write_record`] for an optional `--json`, saying where it went (on
+/// standard error, in every verb: standard output holds the results).
 pub fn write_json(rec: &Record, path: &Option<PathBuf>) -> CliResult {
     if let Some(p) = path {
         write_record(rec, p)?;
-        eprintln!("record written to {}", p.display());
+        if !is_stdout(p) {
+            eprintln!("record written to {}", p.display());
+        }
     }
     Ok(())
 }
 
-/// Prints what the verb that made `rec` prints on standard output, from
-/// the record alone (`punctual_report::text`).
+/// Prints what the verb that made `rec` prints, from the record alone
+/// (`punctual_report::text`): the measurement on standard output, its
+/// warnings on standard error.
 pub fn print_text(rec: &Record) -> CliResult {
-    let text = punctual_report::text::render(rec).map_err(|e| CliError::runtime(e.to_string()))?;
+    let (text, warnings) =
+        punctual_report::text::render_split(rec).map_err(|e| CliError::runtime(e.to_string()))?;
     print!("{text}");
+    eprint!("{warnings}");
     Ok(())
 }
 
@@ -132,7 +216,7 @@ impl Runner for Terminal {
     ) -> Result<(), MeasureError> {
         with_progress(label, duration, progress, work).map_err(|e| match e {
             CliError::Usage(m) => MeasureError::Usage(m),
-            CliError::Runtime(m) => MeasureError::Runtime(m),
+            CliError::Runtime(m) | CliError::Gate(m) => MeasureError::Runtime(m),
         })
     }
 
@@ -152,6 +236,34 @@ impl Runner for Terminal {
             );
         }
     }
+}
+
+/// True when a panic's message is the standard library's "failed printing
+/// to stdout" after the reader closed the pipe.
+pub fn is_broken_pipe_panic(msg: &str) -> bool {
+    msg.contains("failed printing to stdout") && msg.contains("Broken pipe")
+}
+
+/// The text of a panic payload, when it has one.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("")
+}
+
+/// Installs a panic hook that stays silent for a closed standard output
+/// and otherwise behaves as the default hook. The panic still unwinds, so
+/// every restore guard on the way runs; `main` then exits with status 0.
+pub fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if is_broken_pipe_panic(panic_text(info.payload())) {
+            return;
+        }
+        default(info);
+    }));
 }
 
 #[cfg(test)]

@@ -355,6 +355,10 @@ fn verbs_print_what_the_golden_files_hold() {
 
 /// Standard output of `punctual ARGS` run from the repository root.
 fn stdout_of(args: &[&str]) -> String {
+    outputs_of(args).0
+}
+
+fn outputs_of(args: &[&str]) -> (String, String) {
     let o = Command::cargo_bin("punctual")
         .unwrap()
         .current_dir(root())
@@ -366,7 +370,10 @@ fn stdout_of(args: &[&str]) -> String {
         "{args:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    String::from_utf8(o.stdout).unwrap()
+    (
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    )
 }
 
 /// A saved record read back with `report --format text` prints exactly
@@ -406,8 +413,17 @@ fn report_text_prints_what_the_verb_printed() {
         let p = path.to_str().unwrap();
         let mut with_json = args.clone();
         with_json.extend(["--json", p]);
-        let printed = stdout_of(&with_json);
+        let (mut printed, stderr) = outputs_of(&with_json);
         assert!(!printed.is_empty(), "{name} printed nothing");
+        // The warnings block goes to standard error; the report has it last.
+        if let Some(at) = stderr.find("warnings:\n") {
+            let block: String = stderr[at..]
+                .lines()
+                .take_while(|l| *l == "warnings:" || l.starts_with("  ["))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            printed.push_str(&block);
+        }
         let read_back = stdout_of(&["report", p, "--format", "text"]);
         assert_eq!(printed, read_back, "{name}: report --format text differs");
     }

@@ -415,19 +415,20 @@ fn unprivileged_runs_degrade_with_warnings() {
             .args([verb, "--duration", "300ms", "--cpus", "0"])
             .output()
             .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        // Warnings go to standard error; standard output is the table.
+        let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),
-            "{verb}: {stdout} {}",
-            String::from_utf8_lossy(&out.stderr)
+            "{verb}: {} {stderr}",
+            String::from_utf8_lossy(&out.stdout)
         );
         assert!(
-            stdout.contains("could not set policy fifo:95"),
-            "{verb}: {stdout}"
+            stderr.contains("could not set policy fifo:95"),
+            "{verb}: {stderr}"
         );
-        assert!(stdout.contains("could not lock memory"), "{verb}: {stdout}");
+        assert!(stderr.contains("could not lock memory"), "{verb}: {stderr}");
         assert_eq!(
-            stdout.matches("could not set policy").count(),
+            stderr.matches("could not set policy").count(),
             1,
             "{verb}: warn once"
         );

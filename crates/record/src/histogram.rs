@@ -510,6 +510,7 @@ impl Recorder {
             percentiles,
             missed: self.missed,
             sample_period_ns: self.sample_period,
+            observed_ns: None,
             histogram: Histogram {
                 bucket_ns: self.bucket_ns,
                 buckets: self.buckets().collect(),

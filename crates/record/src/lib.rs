@@ -190,6 +190,12 @@ impl Record {
     pub fn series_named(&self, name: &str) -> Option<&Series> {
         self.series.iter().find(|s| s.name == name)
     }
+
+    /// The time base of `s`: how long it was observed (its own
+    /// `observed_ns` when a merge gave it one, else the record's duration).
+    pub fn series_duration(&self, s: &Series) -> Nanos {
+        s.observed_ns.unwrap_or(self.duration_ns)
+    }
 }
 
 /// Why a record could not be read or written.
@@ -256,13 +262,27 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
     if path.is_dir() {
         return Err(format!("{} is a directory, not a file", path.display()));
     }
+    if !dir.is_dir() {
+        return Err(format!(
+            "cannot write {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        ));
+    }
+    // Files are written beside their target and renamed over it, so the
+    // directory must take new files (`/proc`, `/sys` and read-only mounts
+    // do not, whatever the target's own permissions).
     let probe = dir.join(format!(".punctual-write-test.{}", std::process::id()));
     match std::fs::File::create(&probe) {
         Ok(_) => {
             let _ = std::fs::remove_file(&probe);
             Ok(())
         }
-        Err(e) => Err(format!("cannot write {}: {}", path.display(), e)),
+        Err(e) => Err(format!(
+            "cannot write {}: directory {} does not accept new files ({e})",
+            path.display(),
+            dir.display()
+        )),
     }
 }
 
@@ -335,6 +355,11 @@ pub struct Series {
     /// what turns a fraction of samples into a rate per hour.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_period_ns: Option<Nanos>,
+    /// Time this series was observed, when it is not the record's
+    /// `duration_ns`: a merge of runs where the series is in only some of
+    /// them. Rates per hour divide by this, not by the merged duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_ns: Option<Nanos>,
     /// Lossless at `bucket_ns` resolution, sparse.
     pub histogram: Histogram,
     /// HdrHistogram V2 (deflate) serialization, base64: merges losslessly

@@ -14,9 +14,11 @@
 
 use std::collections::BTreeMap;
 
-use punctual_record::{Metric, Nanos, Platform, Record, Series, Severity};
+use punctual_record::{Metric, Nanos, Platform, Record, Series, Severity, Source};
 
-use crate::svg::{BarChart, GanttBar, GanttChart, Line, LineChart, Mark, PeriodChart, Scale};
+use crate::svg::{
+    time_ticks, BarChart, GanttBar, GanttChart, Line, LineChart, Mark, PeriodChart, Scale, PALETTE,
+};
 use crate::tail::{self, Profile, PROFILES};
 use crate::xml::Xml;
 use crate::Input;
@@ -24,7 +26,8 @@ use crate::Input;
 /// Choices that shape the page.
 #[derive(Clone, Debug)]
 pub struct HtmlOptions {
-    /// Histogram bucket width (seed 000 used 100 µs).
+    /// Fixed bucket width of the CSV exports; the page's histograms use
+    /// log-spaced bins (`LOG_BINS`).
     pub bucket: Nanos,
     /// Profile for the MTTF-against-buffering plot.
     pub profile: &'static Profile,
@@ -203,6 +206,42 @@ fn platforms(inputs: &[Input]) -> Vec<(String, Platform)> {
     out
 }
 
+/// The scenario a simulated record ran: its file name and the
+/// `description` line of the scenario text, not the whole file the record
+/// keeps in `config.scenario` for repeating the run.
+fn scenario_note(r: &Record) -> Option<String> {
+    let text = |k: &str| r.config.get(k).and_then(|v| v.as_str());
+    let file = text("scenario_file").or_else(|| text("scenario_name"));
+    let description = text("scenario").and_then(|t| {
+        t.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "description").then(|| v.trim().trim_matches('"').to_string())
+        })
+    });
+    let file = file.map(|f| {
+        std::path::Path::new(f)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| f.to_string())
+    });
+    match (file, description) {
+        (Some(f), Some(d)) => Some(format!("scenario {f}: {d}")),
+        (Some(f), None) => Some(format!("scenario {f}")),
+        (None, Some(d)) => Some(format!("scenario: {d}")),
+        (None, None) => None,
+    }
+}
+
+/// When the run started; a simulation's start is a fixed epoch (its
+/// record is byte-identical from run to run), which says nothing, so it
+/// reads "simulated".
+fn started_text(r: &Record) -> String {
+    match r.source {
+        Source::Simulated if r.started_at.starts_with("1970-01-01") => "simulated".into(),
+        _ => r.started_at.clone(),
+    }
+}
+
 fn section_runs(x: &mut Xml, inputs: &[Input]) {
     x.leaf("h2", &[("id", "runs")], "Runs");
     table_head(
@@ -213,17 +252,9 @@ fn section_runs(x: &mut Xml, inputs: &[Input]) {
     );
     for i in inputs {
         let r = &i.record;
-        let name = r
-            .config
-            .get("scenario")
-            .or_else(|| r.config.get("scenario_name"))
-            .map(|v| match v {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            });
         let mut note = Vec::new();
-        if let Some(n) = name {
-            note.push(format!("scenario {n}"));
+        if let Some(n) = scenario_note(r) {
+            note.push(n);
         }
         if r.interrupted {
             note.push("interrupted: covers less than asked".into());
@@ -235,7 +266,7 @@ fn section_runs(x: &mut Xml, inputs: &[Input]) {
                 r.kind.clone(),
                 format!("{:?}", r.source).to_lowercase(),
                 r.platform.hostname.clone().unwrap_or_else(|| "—".into()),
-                r.started_at.clone(),
+                started_text(r),
                 fmt_ns(r.duration_ns),
                 note.join("; "),
             ],
@@ -396,6 +427,17 @@ fn section_warnings(x: &mut Xml, inputs: &[Input]) {
 /// Members of one group: (record label, record, series).
 type Group<'a> = Vec<(&'a str, &'a Record, &'a Series)>;
 
+/// The colour of a record on every plot of the page: its position among
+/// the inputs, so an overlaid run keeps its colour from plot to plot even
+/// where an earlier run has no curve.
+fn colour_of(inputs: &[Input], rec: &Record) -> &'static str {
+    let i = inputs
+        .iter()
+        .position(|x| std::ptr::eq(&x.record, rec))
+        .unwrap_or(0);
+    PALETTE[i % PALETTE.len()]
+}
+
 fn grouped(inputs: &[Input], keep: impl Fn(&Series) -> bool) -> Vec<(String, Group<'_>)> {
     let mut order: Vec<String> = Vec::new();
     let mut map: BTreeMap<String, Group<'_>> = BTreeMap::new();
@@ -456,7 +498,7 @@ fn section_tails(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut ta
     for (name, members) in groups.iter().take(o.max_plots) {
         let mut lines = Vec::new();
         let (mut xmin, mut xmax, mut ymin) = (f64::MAX, 0f64, 1f64);
-        for (label, _, s) in members {
+        for (label, rec, s) in members {
             let pts: Vec<(f64, f64)> = tail::exceedance(s, 400)
                 .into_iter()
                 .map(|p| (p.at.0 as f64 / 1e3, p.fraction))
@@ -471,6 +513,7 @@ fn section_tails(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut ta
                 points: pts,
                 dashed: false,
                 markers: false,
+                colour: Some(colour_of(inputs, rec)),
             });
         }
         if xmax <= 0.0 {
@@ -495,6 +538,7 @@ fn section_tails(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut ta
             lines,
             x_marks: visible,
             y_marks: vec![],
+            y_ticks: None,
         };
         x.fragment(c.render());
     }
@@ -552,7 +596,10 @@ fn section_tails(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut ta
             ] {
                 x.leaf("td", &[("class", "num")], &v);
             }
-            match models.get(s, rec.duration_ns).map(tail::worst_cases_of) {
+            match models
+                .get(s, rec.series_duration(s))
+                .map(tail::worst_cases_of)
+            {
                 Some(wc) => {
                     for (_, e) in wc {
                         let cls = if e.extrapolated { "num extrap" } else { "num" };
@@ -576,6 +623,36 @@ fn section_tails(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut ta
     x.close("table");
 }
 
+/// Bins of a histogram plot: at most this many per chart, equal in width
+/// on a log axis from the smallest to the largest value of the series
+/// plotted together, so a distribution is spread over the plot whatever
+/// its range (linear 100 µs bins put most of a 20–80 µs latency
+/// distribution in one bar and an interval distribution in two).
+const LOG_BINS: usize = 60;
+
+/// The log-bin ratio for values in `[lo, hi)` ns recorded in buckets of
+/// `bucket_ns`: [`LOG_BINS`] bins, or fewer where the bins at `lo` would
+/// be narrower than a bucket (such bins would alternate full and empty).
+fn log_ratio(lo: f64, hi: f64, bucket_ns: f64) -> f64 {
+    (hi / lo)
+        .powf(1.0 / LOG_BINS as f64)
+        .max(1.0 + bucket_ns / lo)
+        .max(1.0 + 1e-9)
+}
+
+/// Re-bins sparse histogram buckets into log-spaced bins of `ratio` from
+/// `lo` ns; returns (first bin, counts per bin). A bucket goes to the bin
+/// holding its middle.
+fn log_bins(buckets: &[(u64, u64)], bucket_ns: u64, lo: f64, ratio: f64) -> Vec<(usize, u64)> {
+    let mut m = BTreeMap::<usize, u64>::new();
+    for (b, c) in buckets {
+        let mid = (*b as f64 + bucket_ns as f64 / 2.0).max(lo);
+        let k = ((mid / lo).ln() / ratio.ln()).floor().max(0.0) as usize;
+        *m.entry(k).or_default() += c;
+    }
+    m.into_iter().collect()
+}
+
 fn section_histograms(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
     let groups = grouped(inputs, |s| {
         matches!(s.metric, Metric::Latency | Metric::Interval)
@@ -588,30 +665,63 @@ fn section_histograms(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
         "p",
         &[("class", "note")],
         &format!(
-            "Counts per {} bucket (seed 000 plotted times between callbacks this way). Count axis is logarithmic when the counts span more than two decades.",
-            o.bucket
+            "Counts in up to {LOG_BINS} bins of equal width on a logarithmic axis, from the smallest to the largest value plotted (never narrower than the record's resolution); several records share each bin side by side (seed 000 plotted times between callbacks in fixed buckets; a log axis shows the body and the tail of a latency distribution at once). Count axis is logarithmic when the counts span more than two decades. CSV and hist exports keep fixed buckets (--bucket)."
         ),
     );
     x.open("div", &[("class", "grid2")]);
     for (name, members) in groups.iter().take(o.max_plots) {
+        // One binning for every record of the plot, so bars line up;
+        // records share each bin side by side, so none hides another.
+        let (mut lo, mut hi, mut w) = (f64::MAX, 0f64, 1f64);
+        for (_, _, s) in members {
+            let bw = s.histogram.bucket_ns.max(1) as f64;
+            w = w.max(bw);
+            for (b, _) in &s.histogram.buckets {
+                lo = lo.min((*b as f64).max(bw));
+                hi = hi.max(*b as f64 + bw);
+            }
+        }
+        if hi <= 0.0 {
+            continue;
+        }
+        let hi = hi.max(lo * 10.0);
+        // The resolution limit is set where the samples are (their 1st
+        // percentile), not by a few near-zero outliers, which would
+        // otherwise force every bin to double in width.
+        let mut all: Vec<(u64, u64)> = members
+            .iter()
+            .flat_map(|m| m.2.histogram.buckets.iter().copied())
+            .collect();
+        all.sort_unstable();
+        let total: u64 = all.iter().map(|b| b.1).sum();
+        let mut seen = 0;
+        let bulk = all
+            .iter()
+            .find(|b| {
+                seen += b.1;
+                seen * 100 >= total
+            })
+            .map_or(lo, |b| (b.0 as f64).max(lo));
+        let ratio = log_ratio(bulk, hi.max(bulk * 10.0), w).min(log_ratio(lo, hi, w));
+        let share = members.len().max(1) as f64;
         let mut series = Vec::new();
-        let (mut xmax, mut cmax, mut cmin) = (0f64, 0f64, f64::MAX);
-        let mut xmin = f64::MAX;
-        for (label, _, s) in members {
-            let h = s.histogram.rebucket(o.bucket.0);
-            let w = h.bucket_ns as f64 / 1e6;
-            let bars: Vec<(f64, f64, f64)> = h
-                .buckets
-                .iter()
-                .map(|(lo, c)| (*lo as f64 / 1e6, *lo as f64 / 1e6 + w, *c as f64))
-                .collect();
+        let mut colours = Vec::new();
+        let (mut cmax, mut cmin) = (0f64, f64::MAX);
+        for (j, (label, rec, s)) in members.iter().enumerate() {
+            let bars: Vec<(f64, f64, f64)> =
+                log_bins(&s.histogram.buckets, s.histogram.bucket_ns, lo, ratio)
+                    .into_iter()
+                    .map(|(k, c)| {
+                        let x0 = lo * ratio.powf(k as f64 + j as f64 / share) / 1e3;
+                        (x0, x0 * ratio.powf(1.0 / share), c as f64)
+                    })
+                    .collect();
             for b in &bars {
-                xmin = xmin.min(b.0);
-                xmax = xmax.max(b.1);
                 cmax = cmax.max(b.2);
                 cmin = cmin.min(b.2);
             }
             series.push((label.to_string(), bars));
+            colours.push(colour_of(inputs, rec));
         }
         if cmax <= 0.0 {
             continue;
@@ -623,16 +733,38 @@ fn section_histograms(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
         };
         let metric = members[0].2.metric.as_str();
         let c = BarChart {
-            title: format!("{name}: {metric} per {}", o.bucket),
-            x_label: format!("{metric} (ms)"),
-            y_label: "count".into(),
-            x: Scale::linear_covering(xmin.min(0.0), xmax),
+            title: format!("{name}: {metric}"),
+            x_label: format!("{metric} (µs, log scale)"),
+            y_label: "count per bin".into(),
+            x: Scale::log_covering(lo / 1e3, hi / 1e3),
             y,
             series,
+            colours,
         };
         x.fragment(c.render());
     }
     x.close("div");
+}
+
+/// Highest MTTF the plot shows: beyond a century the figure only says
+/// "never in practice", and fitted tails put such points at 1e20 s and
+/// more, which would squeeze every useful value into the bottom of the plot.
+const MTTF_CAP_S: f64 = 100.0 * 365.25 * 86_400.0;
+
+/// Makes MTTF non-decreasing in the number of buffers, from the most
+/// buffered end: more buffering cannot underrun more often, so where the
+/// model's estimate falls as buffering grows (the fitted tail taking over
+/// from the counted one), the smaller buffering gets the larger's MTTF, the
+/// more pessimistic of the two. Returns how many points were lowered.
+fn monotone_mttf(pts: &mut [(f64, f64)]) -> usize {
+    let mut lowered = 0;
+    for i in (0..pts.len().saturating_sub(1)).rev() {
+        if pts[i].1 > pts[i + 1].1 {
+            pts[i].1 = pts[i + 1].1;
+            lowered += 1;
+        }
+    }
+    lowered
 }
 
 fn section_mttf(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tail::Models) {
@@ -650,7 +782,7 @@ fn section_mttf(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tai
         "p",
         &[("class", "note")],
         &format!(
-            "Profile {}: buffers of {}–{}, {}–{} of them, compute {:.0}% of a buffer. MTTF = t / P(latency > (n−1)·t − c) (seed 002 section 5.1, Figures 6–7; computed by punctual_analysis). Red line: target {}. Dashed lines: fewer than 10 samples exceeded the slack, so the probability comes from the fitted tail. Missing points: no underrun observed or predicted at that buffering.",
+            "Profile {}: buffers of {}–{}, {}–{} of them, compute {:.0}% of a buffer. MTTF = t / P(latency > (n−1)·t − c) (seed 002 section 5.1, Figures 6–7; computed by punctual_analysis). Red line: target {}. Dashed lines: fewer than 10 samples exceeded the slack, so the probability comes from the fitted tail. Missing points: no underrun observed or predicted at that buffering. With several records, one buffer length (the middle one) per record, in the record's colour. The axis stops at 100 years: points drawn on its top edge are beyond it. Where the model's MTTF fell as buffering grew (the fitted tail taking over from the counted one), the smaller buffering is drawn at the larger one's MTTF, since more buffering cannot underrun more often; the legend counts such points.",
             p.name,
             p.t_min,
             p.t_max,
@@ -666,10 +798,13 @@ fn section_mttf(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tai
         let mut lines = Vec::new();
         let (mut ymin, mut ymax, mut xmax) = (f64::MAX, 0f64, 0f64);
         for (label, rec, s) in members.iter().take(3) {
-            let Some(model) = models.get(s, rec.duration_ns) else {
+            let Some(model) = models.get(s, rec.series_duration(s)) else {
                 continue;
             };
-            for t in ts {
+            // Several records: one buffer length each (the middle), in the
+            // record's colour; one record: all three, coloured by length.
+            let lengths: &[Nanos] = if members.len() > 1 { &ts[1..2] } else { &ts };
+            for &t in lengths {
                 let mut pts = Vec::new();
                 let mut extrapolated = false;
                 for n in p.n_min..=p.n_max {
@@ -681,23 +816,37 @@ fn section_mttf(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tai
                     let total_ms = (n as u64 * t.0) as f64 / 1e6;
                     pts.push((total_ms, secs));
                     extrapolated |= m.extrapolated;
-                    ymin = ymin.min(secs);
-                    ymax = ymax.max(secs);
-                    xmax = xmax.max(total_ms);
+                }
+                let lowered = monotone_mttf(&mut pts);
+                for pt in &mut pts {
+                    pt.1 = pt.1.min(MTTF_CAP_S);
+                    ymin = ymin.min(pt.1);
+                    ymax = ymax.max(pt.1);
+                    xmax = xmax.max(pt.0);
                 }
                 let who = if members.len() > 1 {
                     format!("{label}, ")
                 } else {
                     String::new()
                 };
+                let mut notes = Vec::new();
+                if extrapolated {
+                    notes.push("fitted tail".to_string());
+                }
+                if lowered > 0 {
+                    notes.push(format!("{lowered} lowered"));
+                }
+                let notes = if notes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", notes.join(", "))
+                };
                 lines.push(Line {
-                    name: format!(
-                        "{who}t = {t}{}",
-                        if extrapolated { " (extrapolated)" } else { "" }
-                    ),
+                    name: format!("{who}t = {t}{notes}"),
                     points: pts,
                     dashed: extrapolated,
                     markers: true,
+                    colour: (members.len() > 1).then(|| colour_of(inputs, rec)),
                 });
             }
         }
@@ -705,18 +854,29 @@ fn section_mttf(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tai
             continue;
         }
         let target = o.target_mttf.as_secs_f64();
+        let lo = ymin.min(target).max(1e-3);
+        let hi = ymax.max(target).min(MTTF_CAP_S);
+        let y = Scale::log_covering(lo, hi);
+        let (ymin_axis, ymax_axis) = match y {
+            Scale::Log { min, max } | Scale::Linear { min, max } => (min, max.min(MTTF_CAP_S)),
+        };
+        let y = Scale::Log {
+            min: ymin_axis,
+            max: ymax_axis.max(ymin_axis * 10.0),
+        };
         let c = LineChart {
             title: format!("{name}: MTTF, profile {}", p.name),
             x_label: "total buffering n·t (ms)".into(),
-            y_label: "mean time to underrun (s)".into(),
+            y_label: "mean time to underrun".into(),
             x: Scale::linear_covering(0.0, xmax),
-            y: Scale::log_covering(ymin.min(target), ymax.max(target)),
+            y,
             lines,
             x_marks: vec![],
             y_marks: vec![Mark {
                 at: target,
                 label: format!("target {}", o.target_mttf),
             }],
+            y_ticks: Some(time_ticks(ymin_axis, ymax_axis.max(ymin_axis * 10.0))),
         };
         x.fragment(c.render());
     }
@@ -954,6 +1114,7 @@ fn section_stolen(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
                     points: pts,
                     dashed: false,
                     markers: false,
+                    colour: Some(colour_of(inputs, &i.record)),
                 });
         }
     }
@@ -980,6 +1141,7 @@ fn section_stolen(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
             lines,
             x_marks: vec![],
             y_marks: vec![],
+            y_ticks: None,
         };
         x.fragment(c.render());
     }

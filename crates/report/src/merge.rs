@@ -9,6 +9,12 @@
 //! ends. Each input's identity (label, host, kind, start, duration,
 //! platform, config) is kept in `extra["merged_from"]` so the report can
 //! still show where the samples came from and diff platforms.
+//!
+//! A series found in only some of the runs keeps its own time base
+//! (`Series::observed_ns`): its per-hour rates are over the time it was
+//! observed, not over the sum of every run. A measured and a simulated
+//! record are not merged: one record has one provenance, and calling a
+//! measurement simulated (or the reverse) would misstate both.
 
 use std::collections::BTreeMap;
 
@@ -18,13 +24,15 @@ use punctual_record::{
 
 use crate::{Input, ReportError};
 
-/// A series being merged: name, accumulator, cpu, task, metric.
+/// A series being merged: name, accumulator, cpu, task, metric, time
+/// observed.
 type MergedSeries = (
     String,
     Recorder,
     Option<u32>,
     Option<String>,
     punctual_record::Metric,
+    Nanos,
 );
 
 /// Merges `inputs` in order. One input is returned unchanged except for
@@ -60,9 +68,14 @@ pub fn merge(inputs: &[Input]) -> Result<Record, ReportError> {
                 "config": r.config,
             })),
         }
-        if r.source != out.source {
-            // Mixed measured/simulated: "measured" would overclaim.
-            out.source = Source::Simulated;
+        if r.source != first.record.source {
+            return Err(ReportError::Input(format!(
+                "{} is {} but {} is {}: a merged record has one provenance, so measured and simulated runs are not merged (report them side by side without --merge, or compare them with punctual compare)",
+                first.label,
+                source_word(first.record.source),
+                inp.label,
+                source_word(r.source)
+            )));
         }
         out.interrupted |= r.interrupted;
 
@@ -70,8 +83,10 @@ pub fn merge(inputs: &[Input]) -> Result<Record, ReportError> {
             let rec = Recorder::from_series(s).map_err(|e| {
                 ReportError::Input(format!("{}: series {}: {e}", inp.label, s.name))
             })?;
+            let observed = r.series_duration(s);
             match series.iter_mut().find(|x| x.0 == s.name) {
                 Some(x) => {
+                    x.5 += observed;
                     if x.4 != s.metric {
                         return Err(ReportError::Input(format!(
                             "{}: series {} is {} here but {} in an earlier record; cannot merge different metrics under one name",
@@ -90,7 +105,14 @@ pub fn merge(inputs: &[Input]) -> Result<Record, ReportError> {
                         x.1.merge(&rec);
                     }
                 }
-                None => series.push((s.name.clone(), rec, s.cpu, s.task.clone(), s.metric)),
+                None => series.push((
+                    s.name.clone(),
+                    rec,
+                    s.cpu,
+                    s.task.clone(),
+                    s.metric,
+                    observed,
+                )),
             }
         }
 
@@ -183,10 +205,11 @@ pub fn merge(inputs: &[Input]) -> Result<Record, ReportError> {
     out.duration_ns = offset;
     out.series = series
         .into_iter()
-        .map(|(name, rec, cpu, task, metric)| {
+        .map(|(name, rec, cpu, task, metric, observed)| {
             let mut s = rec.to_series(&name, metric);
             s.cpu = cpu;
             s.task = task;
+            s.observed_ns = (observed != offset).then_some(observed);
             s
         })
         .collect();
@@ -211,6 +234,13 @@ pub fn merge(inputs: &[Input]) -> Result<Record, ReportError> {
     out.extra
         .insert("merged_from".into(), serde_json::Value::Array(provenance));
     Ok(out)
+}
+
+fn source_word(s: Source) -> &'static str {
+    match s {
+        Source::Measured => "measured",
+        Source::Simulated => "simulated",
+    }
 }
 
 #[cfg(test)]
@@ -318,5 +348,32 @@ mod tests {
         b.series[0].metric = Metric::Gap;
         let e = merge(&[Input::new("a", a), Input::new("b", b)]).unwrap_err();
         assert!(e.to_string().contains("cpu0.latency"), "{e}");
+    }
+
+    #[test]
+    fn measured_and_simulated_are_not_merged() {
+        let a = run("a", &[1000], 1);
+        let mut b = run("b", &[1000], 1);
+        b.source = Source::Simulated;
+        let e = merge(&[Input::new("a", a), Input::new("b", b)]).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("a is measured but b is simulated"), "{e}");
+    }
+
+    #[test]
+    fn a_series_in_one_run_keeps_its_own_time_base() {
+        let a = run("a", &[1000, 2000], 1);
+        let mut b = run("b", &[1000], 1);
+        b.series[0].name = "cpu1.latency".into();
+        let m = merge(&[Input::new("a", a.clone()), Input::new("b", b)]).unwrap();
+        assert_eq!(m.duration_ns, Nanos::from_secs(20));
+        for s in &m.series {
+            // Each was seen for one 10 s run, not the merged 20 s.
+            assert_eq!(m.series_duration(s), Nanos::from_secs(10), "{}", s.name);
+        }
+        // Present in every run: the record's duration is its time base.
+        let both = merge(&[Input::new("a", a.clone()), Input::new("a2", a)]).unwrap();
+        assert_eq!(both.series[0].observed_ns, None);
+        assert_eq!(both.series_duration(&both.series[0]), Nanos::from_secs(20));
     }
 }

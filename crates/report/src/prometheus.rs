@@ -306,7 +306,7 @@ pub fn render(inputs: &[Input]) -> Vec<u8> {
                 l.clone(),
                 s.missed as f64,
             );
-            if let Some(wc) = tail::worst_cases(s, r.duration_ns) {
+            if let Some(wc) = tail::worst_cases(s, r.series_duration(s)) {
                 for (w, est) in wc {
                     let Some(v) = est.value_ns else { continue };
                     let mut l2 = l.clone();

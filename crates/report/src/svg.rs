@@ -141,6 +141,36 @@ fn tick_label(v: f64) -> String {
     }
 }
 
+/// Ticks for a log axis of durations in seconds, labelled in the unit a
+/// reader thinks in (`1 ms`, `1 s`, `1 min`, `1 h`, `1 d`, `1 y`) rather
+/// than powers of ten, for the spans between `min_s` and `max_s`.
+pub fn time_ticks(min_s: f64, max_s: f64) -> Vec<(f64, String)> {
+    const Y: f64 = 365.25 * 86_400.0;
+    const UNITS: [(f64, &str); 16] = [
+        (1e-3, "1 ms"),
+        (1e-2, "10 ms"),
+        (0.1, "100 ms"),
+        (1.0, "1 s"),
+        (10.0, "10 s"),
+        (60.0, "1 min"),
+        (600.0, "10 min"),
+        (3600.0, "1 h"),
+        (86_400.0, "1 d"),
+        (604_800.0, "1 w"),
+        (30.0 * 86_400.0, "30 d"),
+        (Y, "1 y"),
+        (10.0 * Y, "10 y"),
+        (100.0 * Y, "100 y"),
+        (1000.0 * Y, "1000 y"),
+        (1e4 * Y, "10000 y"),
+    ];
+    UNITS
+        .iter()
+        .filter(|(v, _)| *v >= min_s * 0.999 && *v <= max_s * 1.001)
+        .map(|(v, l)| (*v, l.to_string()))
+        .collect()
+}
+
 fn f(v: f64) -> String {
     format!("{v:.2}")
 }
@@ -152,6 +182,9 @@ pub struct Line {
     pub dashed: bool,
     /// Draw dots at the points (few points, e.g. MTTF per buffer count).
     pub markers: bool,
+    /// Fixed colour (the record's, so overlaid runs keep theirs from plot
+    /// to plot); `None`: by position in the chart.
+    pub colour: Option<&'static str>,
 }
 
 /// A vertical or horizontal reference line with a label.
@@ -169,6 +202,9 @@ pub struct LineChart {
     pub lines: Vec<Line>,
     pub x_marks: Vec<Mark>,
     pub y_marks: Vec<Mark>,
+    /// Tick positions and labels for y instead of the scale's own (e.g.
+    /// time units: 1 s, 1 min, 1 h, 1 d).
+    pub y_ticks: Option<Vec<(f64, String)>>,
 }
 
 struct Frame {
@@ -220,6 +256,22 @@ fn open_svg(x: &mut Xml, title: &str, kind: &str, legend_entries: usize) {
 }
 
 fn axes(x: &mut Xml, fr: &Frame, x_label: &str, y_label: &str, x_ticks: bool) {
+    let y_ticks: Vec<(f64, String)> =
+        fr.y.ticks()
+            .into_iter()
+            .map(|t| (t, tick_label(t)))
+            .collect();
+    axes_with(x, fr, x_label, y_label, x_ticks, &y_ticks);
+}
+
+fn axes_with(
+    x: &mut Xml,
+    fr: &Frame,
+    x_label: &str,
+    y_label: &str,
+    x_ticks: bool,
+    y_ticks: &[(f64, String)],
+) {
     let (x0, x1, y0, y1) = (LEFT, W - RIGHT, TOP, H - BOTTOM);
     x.open("g", &[("class", "axes")]);
     x.empty(
@@ -257,8 +309,8 @@ fn axes(x: &mut Xml, fr: &Frame, x_label: &str, y_label: &str, x_ticks: bool) {
             );
         }
     }
-    for t in fr.y.ticks() {
-        let py = fr.py(t);
+    for (t, label) in y_ticks {
+        let py = fr.py(*t);
         x.empty(
             "line",
             &[
@@ -277,7 +329,7 @@ fn axes(x: &mut Xml, fr: &Frame, x_label: &str, y_label: &str, x_ticks: bool) {
                 ("text-anchor", "end"),
                 ("class", "tick"),
             ],
-            &tick_label(t),
+            label,
         );
     }
     x.leaf(
@@ -356,11 +408,14 @@ impl LineChart {
             y: self.y,
         };
         open_svg(&mut x, &self.title, "line", self.lines.len());
-        axes(&mut x, &fr, &self.x_label, &self.y_label, true);
+        match &self.y_ticks {
+            Some(t) => axes_with(&mut x, &fr, &self.x_label, &self.y_label, true, t),
+            None => axes(&mut x, &fr, &self.x_label, &self.y_label, true),
+        }
         x.open("g", &[("class", "data")]);
         let mut names = Vec::new();
         for (i, l) in self.lines.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
+            let colour = l.colour.unwrap_or(PALETTE[i % PALETTE.len()]);
             names.push((l.name.clone(), colour, l.dashed));
             let pts: Vec<(f64, f64)> = l
                 .points
@@ -465,6 +520,8 @@ pub struct BarChart {
     pub y: Scale,
     /// (x0, x1, height) per series; series overlay with transparency.
     pub series: Vec<(String, Vec<Bar>)>,
+    /// Colour per series (the record's); missing: by position.
+    pub colours: Vec<&'static str>,
 }
 
 impl BarChart {
@@ -483,7 +540,11 @@ impl BarChart {
         };
         let mut names = Vec::new();
         for (i, (name, bars)) in self.series.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
+            let colour = self
+                .colours
+                .get(i)
+                .copied()
+                .unwrap_or(PALETTE[i % PALETTE.len()]);
             names.push((name.clone(), colour, false));
             for (a, b, h) in bars {
                 if *h <= 0.0 {
@@ -828,6 +889,13 @@ mod tests {
     }
 
     #[test]
+    fn time_ticks_read_in_time_units() {
+        let t = time_ticks(0.5, 86_400.0 * 3.0);
+        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        assert_eq!(labels, ["1 s", "10 s", "1 min", "10 min", "1 h", "1 d"]);
+    }
+
+    #[test]
     fn chart_names_are_escaped_and_data_drawn() {
         let c = LineChart {
             title: "cpu0 <script>alert(1)</script>".into(),
@@ -840,9 +908,11 @@ mod tests {
                 points: vec![(1.0, 1.0), (10.0, 0.1), (100.0, 0.001)],
                 dashed: false,
                 markers: false,
+                colour: None,
             }],
             x_marks: vec![],
             y_marks: vec![],
+            y_ticks: None,
         };
         let s = c.render().into_string();
         assert!(!s.contains("<script"));

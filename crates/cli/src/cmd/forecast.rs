@@ -282,9 +282,10 @@ pub fn run(a: Args) -> CliResult {
             "verdicts": verdict_json,
         });
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-        punctual_record::write_atomic(path, text.as_bytes())
-            .map_err(|e| CliError::runtime(format!("--json {}: {e}", path.display())))?;
-        eprintln!("forecast written to {}", path.display());
+        crate::output::write_bytes("--json", path, text.as_bytes())?;
+        if !crate::output::is_stdout(path) {
+            eprintln!("forecast written to {}", path.display());
+        }
     }
     Ok(())
 }
@@ -350,7 +351,7 @@ fn select(
     chosen
         .into_iter()
         .map(|s| {
-            TailModel::new(s, rec.duration_ns)
+            TailModel::new(s, rec.series_duration(s))
                 .map(|m| {
                     if renewal {
                         m.with_record_spikes(rec, s)

@@ -126,7 +126,25 @@ pub fn run(args: Args) -> CliResult {
             "the loads reported nothing (see the notes above)",
         ));
     }
-    Ok(())
+    command_failure(&outcome.reports).map_or(Ok(()), |m| Err(CliError::runtime(m)))
+}
+
+/// A `cmd` load that ended by itself with a failure status or a signal
+/// (not the SIGTERM the run sends at its end): the load did not run as
+/// asked, so `load` must not exit 0.
+fn command_failure(reports: &[punctual_record::LoadReport]) -> Option<String> {
+    reports.iter().filter(|r| r.kind == "cmd").find_map(|r| {
+        let early = r.achieved.get("exited_early").copied() == Some(1.0);
+        match (r.achieved.get("exit_code"), r.achieved.get("exit_signal")) {
+            (Some(&c), _) if c != 0.0 => {
+                Some(format!("the command ({}) exited with status {c}", r.spec))
+            }
+            (_, Some(&s)) if early => {
+                Some(format!("the command ({}) was killed by signal {s}", r.spec))
+            }
+            _ => None,
+        }
+    })
 }
 
 /// One block per load, figures in the order a user reads them.

@@ -2,6 +2,7 @@
 
 pub mod cause;
 pub mod check;
+pub mod compare;
 pub mod forecast;
 pub mod load;
 pub mod monitor;

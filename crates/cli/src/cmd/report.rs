@@ -52,8 +52,8 @@ pub struct Args {
     /// reporting; alone, writes the merged record as JSON.
     #[arg(long)]
     pub merge: bool,
-    /// Histogram bucket for the HTML histograms and CSV buckets (hist is
-    /// always 1 µs rows, as cyclictest's).
+    /// Bucket of the CSV bucket table (the HTML histograms use log-spaced
+    /// bins; hist is always 1 µs rows, as cyclictest's).
     #[arg(long, default_value = "100us", value_parser = opts::positive_duration)]
     pub bucket: Nanos,
     /// Which table --format csv writes: buckets, periods, stolen or spikes.
@@ -118,9 +118,13 @@ fn write_out(path: Option<&Path>, bytes: &[u8]) -> CliResult {
             .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", p.display()))),
         None => {
             let mut so = std::io::stdout().lock();
-            so.write_all(bytes)
-                .and_then(|_| so.flush())
-                .map_err(|e| CliError::runtime(format!("cannot write to standard output: {e}")))
+            match so.write_all(bytes).and_then(|_| so.flush()) {
+                // The reader closed the pipe (`| head`): it had enough.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.map_err(|e| {
+                    CliError::runtime(format!("cannot write to standard output: {e}"))
+                }),
+            }
         }
     }
 }
@@ -143,7 +147,7 @@ fn summary(inputs: &[Input]) -> String {
             r.platform.hostname.as_deref().unwrap_or("unknown host")
         ));
         for se in &r.series {
-            let worst = tail::worst_cases(se, r.duration_ns)
+            let worst = tail::worst_cases(se, r.series_duration(se))
                 .map(|w| tail::estimate_text(&w[0].1))
                 .unwrap_or_else(|| "-".into());
             s.push_str(&format!(

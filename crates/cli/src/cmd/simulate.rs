@@ -70,6 +70,18 @@ pub fn run(args: Args) -> CliResult {
     opts::check_output("--json", &args.json)?;
     opts::check_output("--trace", &args.trace)?;
     opts::check_output("--table", &args.table)?;
+    if args.sweep.is_none() {
+        for (flag, given) in [
+            ("--table", args.table.is_some()),
+            ("--columns", args.columns.is_some()),
+        ] {
+            if given {
+                return Err(CliError::usage(format!(
+                    "{flag} shapes the table of a --sweep; add --sweep KEY=A..B/STEP or drop {flag}"
+                )));
+            }
+        }
+    }
     let run_opts = RunOptions {
         seed: args.seed,
         duration: args.duration,
@@ -87,16 +99,11 @@ pub fn run(args: Args) -> CliResult {
     let secs = wall.elapsed().as_secs_f64();
     print_summary(&scn, &out, secs);
     let record = to_record(&scn, &out, &sets);
-    if let Some(p) = &args.json {
-        record
-            .write(p)
-            .map_err(|e| CliError::runtime(e.to_string()))?;
-        println!("record written to {}", p.display());
-    }
+    crate::output::write_json(&record, &args.json)?;
     if let Some(p) = &args.trace {
         write_atomic(p, trace_json(&out).as_bytes())
             .map_err(|e| CliError::runtime(format!("{}: {e}", p.display())))?;
-        println!(
+        eprintln!(
             "trace written to {} ({} slices{})",
             p.display(),
             out.trace.len(),
@@ -251,7 +258,7 @@ fn print_summary(scn: &Scenario, o: &Outcome, wall_s: f64) {
         );
     }
     for w in &o.warnings {
-        println!("warning: {w}");
+        eprintln!("warning: {w}");
     }
 }
 

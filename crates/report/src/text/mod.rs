@@ -11,11 +11,22 @@ use punctual_record::Record;
 
 use crate::ReportError;
 
-/// What the verb that made `rec` printed on standard output. Records of
-/// the probe verbs (`timer`, `noise`, `cause`), `sysinfo` and `load` are
-/// rendered; others are refused with one sentence.
+/// What the verb that made `rec` printed: its standard output followed by
+/// the warnings block it printed on standard error (`timer`, `noise`).
+/// Records of the probe verbs (`timer`, `noise`, `cause`), `sysinfo` and
+/// `load` are rendered; others are refused with one sentence.
 pub fn render(rec: &Record) -> Result<String, ReportError> {
+    let (mut out, warnings) = render_split(rec)?;
+    out.push_str(&warnings);
+    Ok(out)
+}
+
+/// [`render`] in two parts: what the verb prints on standard output, and
+/// the warnings it prints on standard error, where every verb puts them
+/// so that standard output stays the measurement alone.
+pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
     let mut out = String::new();
+    let mut warnings = String::new();
     match rec.kind.as_str() {
         "timer" | "noise" => {
             let what = if rec.kind == "timer" {
@@ -29,7 +40,7 @@ pub fn render(rec: &Record) -> Result<String, ReportError> {
             if let Some(sum) = rec.cause() {
                 out.push_str(&cause::section(what, &sum, rec));
             }
-            out.push_str(&probe::warnings_block(rec));
+            warnings.push_str(&probe::warnings_block(rec));
         }
         "cause" => out.push_str(&cause_verb(rec, 10, 10)),
         "sysinfo" => {
@@ -43,7 +54,7 @@ pub fn render(rec: &Record) -> Result<String, ReportError> {
             )))
         }
     }
-    Ok(out)
+    Ok((out, warnings))
 }
 
 /// What `punctual cause` prints on standard output: the probe's table, the

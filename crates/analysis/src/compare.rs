@@ -1,0 +1,693 @@
+//! Did latency regress between two records? A two-sample comparison of
+//! chosen quantiles, series by series, for CI farms and before/after tuning.
+//!
+//! A raw max (or a raw p99) differs between any two runs; the question is
+//! whether the difference is larger than the runs' own sampling noise.
+//! Each record's histogram is resampled with the Poisson bootstrap (every
+//! sample gets a Poisson(1) weight, so a bucket of `c` samples gets a
+//! Poisson(`c`) count: O(buckets) per replicate, however long the run),
+//! and the quantile is recomputed in each replicate. The ratio NEW / BASE
+//! over paired replicates gives a confidence interval; the level is
+//! Bonferroni-corrected over every (series, quantile) test so that the
+//! whole comparison, not each line, holds the asked confidence.
+//!
+//! Late wake-ups come in episodes (a host that deschedules the VM, a long
+//! kernel section, a burst of interrupts), not one by one: 50 samples
+//! above p99 may be three events. Resampling them as 50 independent
+//! samples makes the interval far too narrow, and two runs of an idle
+//! machine then "differ". The record's spike log (time stamps of the
+//! largest values) gives the mean episode size above the values tested
+//! (the inverse of the extremal index of extreme-value theory, estimated
+//! from the times between exceedances), and the tail buckets are
+//! resampled in episodes of that size (a compound Poisson bootstrap),
+//! which widens the interval by the clustering the run showed.
+//!
+//! A change counts only when the whole interval lies beyond `min_change`
+//! (and beyond one histogram bucket): the bootstrap sees only the sampling
+//! noise within a run, not the drift between two runs of the same machine
+//! (other tenants, frequency, cache state), and a CI gate that fires on
+//! drift is switched off within a week. Quantiles with too few samples
+//! above them to be estimated are reported as such, with the run length
+//! that would give enough.
+
+use punctual_record::{Metric, Nanos, Record, Series, Spike};
+use serde::Serialize;
+
+use crate::rng::SplitMix64;
+
+/// The answer for one quantile, one series or the whole comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    Regressed,
+    Improved,
+    /// The interval holds no change beyond `min_change`, or the quantile
+    /// could not be estimated at this length.
+    NoDifference,
+}
+
+impl Answer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Regressed => "regressed",
+            Answer::Improved => "improved",
+            Answer::NoDifference => "no difference detectable at this length",
+        }
+    }
+}
+
+/// How to compare.
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    /// Quantiles to test, each in (0, 1).
+    pub quantiles: Vec<f64>,
+    /// Family-wise confidence of the whole comparison (0.95).
+    pub level: f64,
+    /// Smallest relative change that counts (0.2 = NEW 20% above BASE).
+    pub min_change: f64,
+    /// Bootstrap replicates per record and series.
+    pub replicates: usize,
+    /// Seed of the bootstrap: the same records give the same answer.
+    pub seed: u64,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            // The tail: where deadlines are missed. The median of a
+            // virtual machine moves with its host's load by more than a
+            // regression gate should care about; ask for it with
+            // `quantiles` when it matters.
+            quantiles: vec![0.99, 0.999],
+            level: 0.95,
+            min_change: 0.2,
+            replicates: 4000,
+            seed: 1,
+        }
+    }
+}
+
+/// Samples needed above a quantile in each record before it is tested:
+/// with fewer, the bootstrap's interval is set by a handful of values and
+/// its stated confidence does not hold.
+pub const MIN_ABOVE: f64 = 10.0;
+
+/// One quantile of one series.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QuantileComparison {
+    /// `p50`, `p99`, `p99.9`.
+    pub quantile: String,
+    pub q: f64,
+    pub base_ns: Nanos,
+    pub new_ns: Nanos,
+    /// NEW / BASE, point estimate.
+    pub ratio: f64,
+    /// Bonferroni-corrected interval of NEW / BASE; absent when untested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_ci: Option<(f64, f64)>,
+    pub answer: Answer,
+    /// Why a quantile was not tested, with the length that would do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untested: Option<String>,
+    /// Mean episode size of the samples above the lower of the two
+    /// values in BASE and NEW (1: independent; from the spike log), by
+    /// which the resampling groups the tail.
+    pub episode_size: (f64, f64),
+}
+
+/// One series found in both records.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeriesComparison {
+    pub name: String,
+    pub metric: Metric,
+    pub base_count: u64,
+    pub new_count: u64,
+    pub quantiles: Vec<QuantileComparison>,
+    /// Regressed when any quantile regressed; improved when one improved
+    /// and none regressed.
+    pub answer: Answer,
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    pub series: Vec<SeriesComparison>,
+    /// Series not compared, with the reason.
+    pub skipped: Vec<(String, String)>,
+    pub level: f64,
+    /// Per-test confidence after the Bonferroni correction.
+    pub per_test_level: f64,
+    pub min_change: f64,
+    pub replicates: usize,
+    pub seed: u64,
+    pub answer: Answer,
+}
+
+/// Why two records cannot be compared.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CompareError {
+    #[error("quantile {0} is not between 0 and 1 (use e.g. 0.99 for p99)")]
+    Quantile(f64),
+    #[error("--level {0} is not between 0 and 1 (use e.g. 0.95)")]
+    Level(f64),
+    #[error("--min-change {0} is negative")]
+    MinChange(f64),
+    #[error(
+        "the records have no latency-like series in common ({0}), so there is nothing to compare"
+    )]
+    NothingInCommon(String),
+}
+
+/// Metrics where larger is worse, so "regressed" means "went up".
+/// Intervals deviate in both directions and received CPU time is better
+/// when larger: those are not compared.
+fn comparable(m: Metric) -> Result<(), &'static str> {
+    match m {
+        Metric::Latency | Metric::Gap | Metric::Response | Metric::ServiceGap => Ok(()),
+        Metric::Interval => Err("intervals deviate both ways from the period; latency carries the same information one-sided"),
+        Metric::Received => Err("received CPU time is better when larger; not a latency"),
+    }
+}
+
+/// `p99`, `p99.9`, `p50` from 0.99, 0.999, 0.5.
+pub fn quantile_label(q: f64) -> String {
+    let pct = q * 100.0;
+    let s = format!("{pct:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("p{s}")
+}
+
+/// Compares every latency-like series present in both records.
+pub fn compare(
+    base: &Record,
+    new: &Record,
+    opts: &CompareOptions,
+) -> Result<Comparison, CompareError> {
+    for &q in &opts.quantiles {
+        if !(q > 0.0 && q < 1.0) {
+            return Err(CompareError::Quantile(q));
+        }
+    }
+    if !(opts.level > 0.0 && opts.level < 1.0) {
+        return Err(CompareError::Level(opts.level));
+    }
+    if opts.min_change.is_nan() || opts.min_change < 0.0 {
+        return Err(CompareError::MinChange(opts.min_change));
+    }
+    let mut pairs: Vec<(&Series, &Series)> = Vec::new();
+    let mut skipped = Vec::new();
+    for b in &base.series {
+        match new.series_named(&b.name) {
+            None => skipped.push((b.name.clone(), "only in BASE".to_string())),
+            Some(n) => match comparable(b.metric) {
+                Err(why) => skipped.push((b.name.clone(), why.to_string())),
+                Ok(()) if b.count == 0 || n.count == 0 => {
+                    skipped.push((b.name.clone(), "no samples in one record".to_string()))
+                }
+                Ok(()) => pairs.push((b, n)),
+            },
+        }
+    }
+    for n in &new.series {
+        if base.series_named(&n.name).is_none() {
+            skipped.push((n.name.clone(), "only in NEW".to_string()));
+        }
+    }
+    if pairs.is_empty() {
+        let names = |r: &Record| {
+            let v: Vec<&str> = r.series.iter().map(|s| s.name.as_str()).collect();
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        return Err(CompareError::NothingInCommon(format!(
+            "BASE has {}; NEW has {}",
+            names(base),
+            names(new)
+        )));
+    }
+    let tests = (pairs.len() * opts.quantiles.len()).max(1);
+    let per_test_level = 1.0 - (1.0 - opts.level) / tests as f64;
+    let mut rng = SplitMix64::new(opts.seed);
+    let mut series = Vec::new();
+    for (b, n) in pairs {
+        series.push(compare_series(
+            (base, b),
+            (new, n),
+            opts,
+            per_test_level,
+            &mut rng,
+        ));
+    }
+    let answer = overall(series.iter().map(|s| s.answer));
+    Ok(Comparison {
+        series,
+        skipped,
+        level: opts.level,
+        per_test_level,
+        min_change: opts.min_change,
+        replicates: opts.replicates,
+        seed: opts.seed,
+        answer,
+    })
+}
+
+fn overall(answers: impl Iterator<Item = Answer>) -> Answer {
+    let mut out = Answer::NoDifference;
+    for a in answers {
+        match a {
+            Answer::Regressed => return Answer::Regressed,
+            Answer::Improved => out = Answer::Improved,
+            Answer::NoDifference => {}
+        }
+    }
+    out
+}
+
+/// Mean size of the episodes of `s`'s samples above `u` ns: 1 / the
+/// extremal index, by the intervals estimator of Ferro & Segers (2003)
+/// over the times between those samples in the spike log, in sample
+/// periods. It needs no run length to decide what counts as one episode,
+/// so a steady periodic disturbance (every wake-up its own event) reads
+/// as 1 and a stall that delays twenty wake-ups in a row as about 20.
+/// The log keeps the largest values: when it is full and its smallest
+/// value is above `u`, the estimate uses what it holds. 1 when fewer
+/// than three are logged.
+pub fn episode_size(rec: &Record, s: &Series, u: u64) -> f64 {
+    let mine = |sp: &&Spike| {
+        sp.metric == s.metric && s.cpu.is_none_or(|c| c == sp.cpu) && sp.task == s.task
+    };
+    let mut at: Vec<u64> = rec
+        .spikes
+        .iter()
+        .filter(mine)
+        .filter(|sp| sp.value_ns.0 > u)
+        .map(|sp| sp.at_ns.0)
+        .collect();
+    if at.len() < 3 {
+        return 1.0;
+    }
+    at.sort_unstable();
+    let period = s
+        .sample_period_ns
+        .filter(|p| !p.is_zero())
+        .map_or(1_000_000, |p| p.0) as f64;
+    let t: Vec<f64> = at
+        .windows(2)
+        .map(|w| ((w[1] - w[0]) as f64 / period).round().max(1.0))
+        .collect();
+    let n1 = t.len() as f64;
+    let max = t.iter().copied().fold(0.0, f64::max);
+    let theta = if max <= 2.0 {
+        let sum: f64 = t.iter().sum();
+        let sq: f64 = t.iter().map(|x| x * x).sum();
+        2.0 * sum * sum / (n1 * sq)
+    } else {
+        let sum: f64 = t.iter().map(|x| x - 1.0).sum();
+        let prod: f64 = t.iter().map(|x| (x - 1.0) * (x - 2.0)).sum();
+        2.0 * sum * sum / (n1 * prod)
+    };
+    if theta.is_finite() && theta > 0.0 {
+        1.0 / theta.min(1.0)
+    } else {
+        1.0
+    }
+}
+
+fn compare_series(
+    (base, b): (&Record, &Series),
+    (new, n): (&Record, &Series),
+    opts: &CompareOptions,
+    per_test_level: f64,
+    rng: &mut SplitMix64,
+) -> SeriesComparison {
+    // Same bucket width on both sides, so a quantile means the same value.
+    let w = b.histogram.bucket_ns.max(n.histogram.bucket_ns).max(1);
+    let hb = b.histogram.rebucket(w);
+    let hn = n.histogram.rebucket(w);
+    let (tb, tn) = (hb.total(), hn.total());
+    let (base_len, new_len) = (base.duration_ns, new.duration_ns);
+    let mut quantiles = Vec::new();
+    for &q in &opts.quantiles {
+        let label = quantile_label(q);
+        let base_ns = quantile(&hb.buckets, tb as f64, q, w);
+        let new_ns = quantile(&hn.buckets, tn as f64, q, w);
+        let ratio = new_ns as f64 / base_ns.max(1) as f64;
+        let mut row = QuantileComparison {
+            quantile: label.clone(),
+            q,
+            base_ns: Nanos(base_ns),
+            new_ns: Nanos(new_ns),
+            ratio,
+            ratio_ci: None,
+            answer: Answer::NoDifference,
+            untested: None,
+            // Episodes above the lower of the two values: the samples
+            // whose count decides both quantiles' place.
+            episode_size: (
+                episode_size(base, b, base_ns.min(new_ns)),
+                episode_size(new, n, base_ns.min(new_ns)),
+            ),
+        };
+        let short = [(tb, base_len, "BASE"), (tn, new_len, "NEW")]
+            .into_iter()
+            .find(|(t, _, _)| (*t as f64) * (1.0 - q) < MIN_ABOVE);
+        if let Some((t, len, which)) = short {
+            // Rounded first: 10 / (1 - 0.999) is 10000.000000000002 in f64.
+            let needed = (MIN_ABOVE / (1.0 - q)).round().max(1.0);
+            let mut why = format!(
+                "{which} has {t} samples; {label} needs {needed:.0} ({MIN_ABOVE:.0} above it)"
+            );
+            if len.0 > 0 && t > 0 {
+                let secs = len.as_secs_f64() * needed / t as f64;
+                why.push_str(&format!(": measure at least {}", human_secs(secs)));
+            }
+            row.untested = Some(why);
+            quantiles.push(row);
+            continue;
+        }
+        let mut ratios = Vec::with_capacity(opts.replicates);
+        let mut diffs = Vec::with_capacity(opts.replicates);
+        let mut wb = vec![0f64; hb.buckets.len()];
+        let mut wn = vec![0f64; hn.buckets.len()];
+        let (kb, kn) = row.episode_size;
+        for _ in 0..opts.replicates.max(1) {
+            let from = base_ns.min(new_ns);
+            let qb = resampled_quantile(&hb.buckets, &mut wb, q, w, (from, kb), rng);
+            let qn = resampled_quantile(&hn.buckets, &mut wn, q, w, (from, kn), rng);
+            ratios.push(qn as f64 / qb.max(1) as f64);
+            diffs.push(qn as f64 - qb as f64);
+        }
+        let alpha = 1.0 - per_test_level;
+        let lo = percentile(&mut ratios, alpha / 2.0);
+        let hi = percentile(&mut ratios, 1.0 - alpha / 2.0);
+        let dlo = percentile(&mut diffs, alpha / 2.0);
+        let dhi = percentile(&mut diffs, 1.0 - alpha / 2.0);
+        row.ratio_ci = Some((lo, hi));
+        // Beyond min_change in ratio and beyond one bucket in absolute
+        // terms (a one-bucket shift is the least the histogram can show).
+        row.answer = if lo > 1.0 + opts.min_change && dlo > w as f64 {
+            Answer::Regressed
+        } else if hi < 1.0 / (1.0 + opts.min_change) && dhi < -(w as f64) {
+            Answer::Improved
+        } else {
+            Answer::NoDifference
+        };
+        quantiles.push(row);
+    }
+    let answer = overall(quantiles.iter().map(|q| q.answer));
+    SeriesComparison {
+        name: b.name.clone(),
+        metric: b.metric,
+        base_count: b.count,
+        new_count: n.count,
+        quantiles,
+        answer,
+    }
+}
+
+/// The `q` quantile of `counts` over `buckets` (lower bounds, width `w`):
+/// the middle of the bucket holding the sample of rank ceil(q·total).
+fn quantile_of(
+    buckets: &[(u64, u64)],
+    counts: impl Iterator<Item = f64>,
+    total: f64,
+    q: f64,
+    w: u64,
+) -> u64 {
+    let rank = (q * total).ceil().max(1.0);
+    let mut seen = 0.0;
+    let mut last = 0;
+    for ((lo, _), c) in buckets.iter().zip(counts) {
+        if c <= 0.0 {
+            continue;
+        }
+        seen += c;
+        last = *lo;
+        if seen >= rank {
+            return lo + w / 2;
+        }
+    }
+    last + w / 2
+}
+
+fn quantile(buckets: &[(u64, u64)], total: f64, q: f64, w: u64) -> u64 {
+    quantile_of(buckets, buckets.iter().map(|b| b.1 as f64), total, q, w)
+}
+
+/// One Poisson-bootstrap replicate of the `q` quantile. Buckets at or
+/// above `tail.0` ns are drawn in episodes of `tail.1` samples (compound
+/// Poisson: the count's variance grows by the episode size).
+fn resampled_quantile(
+    buckets: &[(u64, u64)],
+    weights: &mut [f64],
+    q: f64,
+    w: u64,
+    (from, k): (u64, f64),
+    rng: &mut SplitMix64,
+) -> u64 {
+    let mut total = 0.0;
+    for (slot, (lo, c)) in weights.iter_mut().zip(buckets) {
+        *slot = if k > 1.0 && lo + w > from {
+            k * poisson(*c as f64 / k, rng) as f64
+        } else {
+            poisson(*c as f64, rng) as f64
+        };
+        total += *slot;
+    }
+    quantile_of(buckets, weights.iter().copied(), total, q, w)
+}
+
+/// A Poisson(`mean`) draw: exact (Knuth) for small means, normal with
+/// continuity correction above 30, where the two differ by less than the
+/// bootstrap's own Monte-Carlo error.
+fn poisson(mean: f64, rng: &mut SplitMix64) -> u64 {
+    if mean <= 0.0 {
+        return 0;
+    }
+    if mean < 30.0 {
+        let limit = (-mean).exp();
+        let mut k = 0u64;
+        let mut p = rng.uniform_open();
+        while p > limit {
+            k += 1;
+            p *= rng.uniform_open();
+        }
+        k
+    } else {
+        (mean + mean.sqrt() * rng.normal() + 0.5).floor().max(0.0) as u64
+    }
+}
+
+/// The `p` percentile (0..1) of `v` by nearest rank (sorts `v`).
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+fn human_secs(s: f64) -> String {
+    if s < 120.0 {
+        format!("{:.0} s", s.ceil())
+    } else if s < 7200.0 {
+        format!("{:.0} min", (s / 60.0).ceil())
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_record::{Metric, Platform, Recorder, Source};
+
+    /// A record with one latency series drawn from `draw`.
+    fn record(seed: u64, n: usize, draw: impl Fn(&mut SplitMix64) -> u64) -> Record {
+        let mut rng = SplitMix64::new(seed);
+        let mut r = Recorder::new(Nanos::from_us(1));
+        for _ in 0..n {
+            r.record(Nanos(draw(&mut rng)));
+        }
+        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+        rec.duration_ns = Nanos(n as u64 * 1_000_000);
+        rec.series
+            .push(r.to_series("cpu0.latency", Metric::Latency));
+        rec
+    }
+
+    /// Exponential latencies around `mean_us`, plus a `p_spike` chance of
+    /// a 1 ms stall.
+    fn draw(mean_us: f64, p_spike: f64) -> impl Fn(&mut SplitMix64) -> u64 {
+        move |rng| {
+            if rng.uniform_open() < p_spike {
+                1_000_000 + (rng.exp1() * 50_000.0) as u64
+            } else {
+                5_000 + (rng.exp1() * mean_us * 1000.0) as u64
+            }
+        }
+    }
+
+    fn three() -> CompareOptions {
+        CompareOptions {
+            quantiles: vec![0.5, 0.99, 0.999],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn same_distribution_is_no_difference_in_most_pairs() {
+        let opts = three();
+        let mut differ = 0;
+        for i in 0..20 {
+            let a = record(100 + i, 5000, draw(30.0, 0.002));
+            let b = record(200 + i, 5000, draw(30.0, 0.002));
+            let c = compare(&a, &b, &opts).unwrap();
+            if c.answer != Answer::NoDifference {
+                differ += 1;
+            }
+        }
+        // The family-wise level is 95% before min_change adds margin.
+        assert!(differ <= 1, "{differ} of 20 identical pairs differed");
+    }
+
+    #[test]
+    fn a_competitor_in_the_tail_is_a_regression_and_its_removal_an_improvement() {
+        let opts = three();
+        let idle = record(1, 5000, draw(30.0, 0.0));
+        let noisy = record(2, 5000, draw(30.0, 0.05));
+        let c = compare(&idle, &noisy, &opts).unwrap();
+        assert_eq!(c.answer, Answer::Regressed);
+        let p99 = &c.series[0].quantiles[1];
+        assert_eq!(p99.quantile, "p99");
+        assert_eq!(p99.answer, Answer::Regressed);
+        assert!(p99.ratio_ci.unwrap().0 > 1.2, "{p99:?}");
+        // The median hardly moves: not called a regression.
+        assert_eq!(c.series[0].quantiles[0].answer, Answer::NoDifference);
+        let back = compare(&noisy, &idle, &opts).unwrap();
+        assert_eq!(back.answer, Answer::Improved);
+    }
+
+    #[test]
+    fn a_short_run_says_how_long_to_measure() {
+        let opts = three();
+        let a = record(1, 3000, draw(30.0, 0.0));
+        let b = record(2, 3000, draw(30.0, 0.0));
+        let c = compare(&a, &b, &opts).unwrap();
+        let p999 = &c.series[0].quantiles[2];
+        assert_eq!(p999.answer, Answer::NoDifference);
+        assert!(p999.ratio_ci.is_none());
+        let why = p999.untested.as_deref().unwrap();
+        // 10,000 samples at 1 ms each.
+        assert!(why.contains("measure at least 10 s"), "{why}");
+    }
+
+    #[test]
+    fn same_seed_same_answer() {
+        let opts = CompareOptions::default();
+        let a = record(1, 4000, draw(30.0, 0.01));
+        let b = record(2, 4000, draw(33.0, 0.01));
+        assert_eq!(
+            compare(&a, &b, &opts).unwrap(),
+            compare(&a, &b, &opts).unwrap()
+        );
+    }
+
+    #[test]
+    fn bad_settings_and_disjoint_records_are_refused() {
+        let a = record(1, 100, draw(30.0, 0.0));
+        let mut b = a.clone();
+        b.series[0].name = "cpu1.latency".into();
+        let e = compare(&a, &b, &CompareOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("cpu0.latency"), "{e}");
+        let bad = CompareOptions {
+            quantiles: vec![99.0],
+            ..Default::default()
+        };
+        assert_eq!(
+            compare(&a, &a, &bad).unwrap_err(),
+            CompareError::Quantile(99.0)
+        );
+    }
+
+    /// Logs the spikes of `rec` (values above 500 µs) at the times
+    /// `at(i)` of the i-th such sample.
+    fn log_spikes(rec: &mut Record, values: &[u64], at: impl Fn(usize) -> u64) {
+        for (i, v) in values.iter().filter(|v| **v > 500_000).enumerate() {
+            rec.spikes.push(Spike {
+                at_ns: Nanos(at(i)),
+                cpu: 0,
+                task: None,
+                metric: Metric::Latency,
+                value_ns: Nanos(*v),
+                causes: vec![],
+                incomplete: false,
+            });
+        }
+    }
+
+    #[test]
+    fn late_samples_in_episodes_widen_the_interval() {
+        // 2% of 5000 wake-ups 1 ms late against 0.5%: a clear regression
+        // when the late ones are independent events, and not one when
+        // they are four episodes of a machine that stalled.
+        let opts = CompareOptions::default();
+        let values = |seed, p| {
+            let mut rng = SplitMix64::new(seed);
+            let d = draw(30.0, p);
+            (0..5000).map(|_| d(&mut rng)).collect::<Vec<u64>>()
+        };
+        let make = |v: &[u64]| {
+            let mut r = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
+            for x in v {
+                r.record(Nanos(*x));
+            }
+            let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+            rec.duration_ns = Nanos::from_secs(5);
+            let mut s = r.to_series("cpu0.latency", Metric::Latency);
+            s.cpu = Some(0);
+            rec.series.push(s);
+            rec
+        };
+        let (vb, vn) = (values(1, 0.005), values(2, 0.02));
+        let (mut base, mut spread) = (make(&vb), make(&vn));
+        // Independent: one late wake-up every 50 ms or more.
+        log_spikes(&mut base, &vb, |i| i as u64 * 200_000_000);
+        log_spikes(&mut spread, &vn, |i| i as u64 * 50_000_000);
+        let c = compare(&base, &spread, &opts).unwrap();
+        assert_eq!(c.series[0].quantiles[0].episode_size.1, 1.0);
+        assert_eq!(c.answer, Answer::Regressed, "{c:?}");
+        // The same samples in four bursts of back-to-back late wake-ups.
+        let mut bursty = make(&vn);
+        log_spikes(&mut bursty, &vn, |i| {
+            (i as u64 % 4) * 1_000_000_000 + (i as u64 / 4) * 1_000_000
+        });
+        let c = compare(&base, &bursty, &opts).unwrap();
+        let p99 = &c.series[0].quantiles[0];
+        assert!(p99.episode_size.1 > 10.0, "{p99:?}");
+        assert_eq!(c.answer, Answer::NoDifference, "{c:?}");
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(quantile_label(0.5), "p50");
+        assert_eq!(quantile_label(0.99), "p99");
+        assert_eq!(quantile_label(0.999), "p99.9");
+        assert_eq!(quantile_label(0.9999), "p99.99");
+    }
+
+    #[test]
+    fn poisson_mean() {
+        let mut rng = SplitMix64::new(3);
+        for mean in [0.5, 4.0, 100.0] {
+            let n = 20_000;
+            let s: u64 = (0..n).map(|_| poisson(mean, &mut rng)).sum();
+            let m = s as f64 / n as f64;
+            assert!((m - mean).abs() < 0.05 * mean.max(1.0), "{mean}: {m}");
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Sharp edges a new user meets, each through the command line: a closed
+//! pipe, `--json -`, an output path that cannot take files, negative and
+//! zero durations, options that do nothing without another, a failing
+//! command load, and where messages go.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command as Std, Stdio};
+
+use assert_cmd::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn punctual() -> Command {
+    let mut c = Command::cargo_bin("punctual").unwrap();
+    c.current_dir(root());
+    c
+}
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("punctual")
+}
+
+/// Runs `args` with standard output a pipe whose reader is already gone
+/// (`punctual … | head` after head exited), returning (status, stderr).
+fn closed_pipe(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Std::new(bin())
+        .current_dir(root())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (child.wait().unwrap().code(), err)
+}
+
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    for args in [
+        &["simulate", "scenarios/rez-network.toml", "--duration", "1s"][..],
+        &["report", "crates/report/tests/fixtures/timer-load.json"][..],
+        &[
+            "report",
+            "crates/report/tests/fixtures/timer-load.json",
+            "--format",
+            "csv",
+        ][..],
+    ] {
+        let (code, err) = closed_pipe(args);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn json_dash_is_standard_output_and_the_rest_goes_to_stderr() {
+    let out = punctual()
+        .args(["simulate", "scenarios/rez-network.toml", "--duration", "1s"])
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let rec = punctual_record::Record::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    assert_eq!(rec.kind, "simulate");
+    assert!(!root().join("-").exists(), "a file named - was written");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rez-network"),
+        "the summary goes to stderr: {err}"
+    );
+    assert!(!err.contains("record written"), "{err}");
+}
+
+#[test]
+fn an_output_path_in_a_directory_that_takes_no_files_says_so() {
+    let out = punctual()
+        .args(["sysinfo", "--json", "/proc/version"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("directory /proc does not accept new files"),
+        "{err}"
+    );
+    let out = punctual()
+        .args(["sysinfo", "--json", "/nonexistent-dir/x.json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("directory /nonexistent-dir does not exist"),
+        "{err}"
+    );
+}
+
+#[test]
+fn negative_and_zero_durations_get_the_same_rule() {
+    for d in ["--duration=-1s", "--duration=0s"] {
+        let out = punctual().args(["timer", d]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{d}: {err}");
+        assert!(err.contains("must be greater than zero"), "{d}: {err}");
+    }
+}
+
+#[test]
+fn table_and_columns_without_sweep_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.csv");
+    let out = punctual()
+        .args(["simulate", "scenarios/rez-network.toml", "--duration", "1s"])
+        .arg("--table")
+        .arg(&table)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--table shapes the table of a --sweep"),
+        "{err}"
+    );
+    assert!(!table.exists());
+}
+
+#[test]
+fn a_failing_command_load_fails_the_run() {
+    let out = punctual()
+        .args(["load", "cmd", "--duration", "2s", "--", "false"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("exited with status 1"), "{err}");
+    // A command that runs until the end and is stopped by the run is fine.
+    let out = punctual()
+        .args(["load", "cmd", "--duration", "1s", "--", "sleep", "30"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn record_written_and_warnings_go_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let out = punctual()
+        .args([
+            "timer",
+            "--cpus",
+            "0",
+            "--replay",
+            "crates/cli/tests/golden/feed.txt",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(se.contains("record written to"), "{se}");
+    assert!(!so.contains("record written"), "{so}");
+    // A live run: whatever warnings this machine earns go to stderr, and
+    // standard output holds the table alone.
+    let live = dir.path().join("live.json");
+    let out = punctual()
+        .args(["timer", "--cpus", "0", "--duration", "200ms", "--json"])
+        .arg(&live)
+        .output()
+        .unwrap();
+    if out.status.success() {
+        let rec = punctual_record::Record::read(&live).unwrap();
+        let (so, se) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(!so.contains("warnings:") && !so.contains("[warn]"), "{so}");
+        assert_eq!(se.contains("warnings:"), !rec.warnings.is_empty(), "{se}");
+    } else {
+        eprintln!(
+            "live timer did not run here ({}); its part is skipped",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let sim = dir.path().join("s.json");
+    let out = punctual()
+        .args(["simulate", "scenarios/rez-network.toml", "--duration", "1s"])
+        .arg("--json")
+        .arg(&sim)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("record written to"));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("record written"));
+}
