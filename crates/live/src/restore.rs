@@ -570,6 +570,15 @@ pub fn read_file(path: &Path) -> io::Result<String> {
 /// `[local] global mono`, and writing back `local` restores it.
 pub fn knob_value(text: &str) -> String {
     let t = text.trim();
+    // A ring buffer that has not been used yet reads `7 (expanded: 1408)`
+    // in `buffer_size_kb` (6.1 and older kernels, PREEMPT_RT among them);
+    // the kernel refuses that text (EINVAL), and the size it stands for is
+    // the expanded one, so that is what is saved and written back.
+    if let Some((_, rest)) = t.split_once("(expanded:") {
+        if let Some(kb) = rest.trim().strip_suffix(')') {
+            return kb.trim().to_string();
+        }
+    }
     if let (Some(a), Some(b)) = (t.find('['), t.find(']')) {
         if a < b {
             return t[a + 1..b].to_string();
@@ -709,6 +718,12 @@ pub fn remove_cgroup(path: &Path, v2: bool) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unexpanded_buffer_size_is_saved_as_its_expanded_size() {
+        assert_eq!(knob_value("7 (expanded: 1408)\n"), "1408");
+        assert_eq!(knob_value("2048\n"), "2048");
+    }
 
     fn write_journal(dir: &Path, stem: &str, j: &Journal) {
         fs::create_dir_all(dir).unwrap();

@@ -353,6 +353,37 @@ pub fn collect() -> Platform {
     if let Some(d) = read("/sys/kernel/debug/sched/fair_server/cpu0/runtime") {
         p.other.insert("fair_server_runtime_ns".into(), d);
     }
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    if let Some(c) = cgroup_version(&mounts) {
+        p.other.insert("cgroup".into(), c);
+    }
+    let hrtick = match kernel_config_flag(&cfg, "SCHED_HRTICK") {
+        Some(false) => "not built (CONFIG_SCHED_HRTICK is off)".to_string(),
+        _ => match read("/sys/kernel/debug/sched/features")
+            .or_else(|| read("/sys/kernel/debug/sched_features"))
+        {
+            Some(f) => hrtick_text(&f),
+            None => "unknown (mount debugfs to read sched/features: mount -t debugfs none /sys/kernel/debug)"
+                .to_string(),
+        },
+    };
+    p.other.insert("hrtick".into(), hrtick);
+    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+    match tracefs
+        .iter()
+        .find_map(|d| read(Path::new(d).join("available_tracers")))
+    {
+        Some(t) => {
+            p.other.insert("tracers".into(), t);
+        }
+        None => {
+            p.other.insert(
+                "tracers".into(),
+                "unknown (tracefs not mounted or not readable: mount -t tracefs nodev /sys/kernel/tracing)"
+                    .into(),
+            );
+        }
+    }
     if let Some(m) = cpuinfo.lines().find(|l| l.starts_with("flags")).map(|l| {
         let has = |f: &str| l.split_whitespace().any(|x| x == f);
         has("constant_tsc") && has("nonstop_tsc")
@@ -361,6 +392,59 @@ pub fn collect() -> Platform {
     }
     p
 }
+
+/// `Some(true)` when the config sets `CONFIG_<key>=y`, `Some(false)` when it
+/// says the option is not set, `None` when the config is unknown or silent.
+fn kernel_config_flag(cfg: &str, key: &str) -> Option<bool> {
+    let on = format!("CONFIG_{key}=y");
+    let off = format!("# CONFIG_{key} is not set");
+    cfg.lines().find_map(|l| {
+        let l = l.trim();
+        (l == on).then_some(true).or((l == off).then_some(false))
+    })
+}
+
+/// Which cgroup hierarchy the machine mounts: `v2` (unified only), `v1`,
+/// or `hybrid` (v1 controllers beside a v2 mount), from /proc/self/mounts.
+/// punctual's cpuset partitions use v2 when its cpuset controller is there.
+pub fn cgroup_version(mounts: &str) -> Option<String> {
+    let types: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let v1 = types.contains(&"cgroup");
+    let v2 = types.contains(&"cgroup2");
+    match (v1, v2) {
+        (false, true) => Some("v2".into()),
+        (true, false) => Some("v1".into()),
+        (true, true) => Some("hybrid (v1 controllers and a v2 mount)".into()),
+        (false, false) => None,
+    }
+}
+
+/// The HRTICK state from sched/features: deadline budgets are enforced by
+/// a high-resolution timer only when it is on (`HRTICK_DL` on kernels that
+/// split it from `HRTICK`), otherwise at the scheduler tick.
+pub fn hrtick_text(features: &str) -> String {
+    let words: Vec<&str> = features.split_whitespace().collect();
+    for name in ["HRTICK_DL", "HRTICK"] {
+        if words.contains(&name) {
+            return format!(
+                "on ({name}: deadline budgets are enforced by a high-resolution timer)"
+            );
+        }
+        if words.contains(&format!("NO_{name}").as_str()) {
+            return format!(
+                "off ({name}: deadline budgets are enforced at the tick; `punctual reserve --hrtick` switches it on for a run)"
+            );
+        }
+    }
+    "not built (no HRTICK in sched/features)".into()
+}
+
+/// The kernel tracers punctual can use in place of its own probes, and why
+/// each one matters when it is missing.
+pub const WANTED_TRACERS: [&str; 2] = ["timerlat", "osnoise"];
 
 /// Hypervisor steal as a fraction of all CPU time since boot (the `cpu`
 /// line of /proc/stat), when the kernel reports any.
@@ -451,8 +535,20 @@ pub fn warnings(p: &Platform) -> Vec<Warning> {
         w.push(Warning::NoIrqTimeAccounting);
     }
     if let Some(hz) = p.hz {
-        if p.nohz.as_deref() != Some("full") {
+        // A NO_HZ_FULL kernel (PREEMPT_RT builds one) still ticks on every
+        // CPU not listed in nohz_full=.
+        if p.nohz.as_deref() != Some("full") || p.nohz_full.is_none() {
             w.push(Warning::TickHz { hz });
+        }
+    }
+    if let Some(t) = p.other.get("tracers").filter(|t| !t.starts_with("unknown")) {
+        let have: Vec<&str> = t.split_whitespace().collect();
+        for want in WANTED_TRACERS {
+            if !have.contains(&want) {
+                w.push(Warning::MissingTracer {
+                    tracer: want.to_string(),
+                });
+            }
         }
     }
     if let Some(c) = &p.clocksource {
@@ -553,10 +649,63 @@ mod tests {
             preemption: Some("full".into()),
             isolcpus: Some("1".into()),
             nohz: Some("full".into()),
+            nohz_full: Some("1".into()),
             hz: Some(1000),
             ..Default::default()
         };
         assert!(warnings(&quiet).is_empty());
+        let built_not_used = Platform {
+            nohz_full: None,
+            ..quiet
+        };
+        let w = warnings(&built_not_used);
+        assert_eq!(
+            w,
+            vec![Warning::TickHz { hz: 1000 }],
+            "NO_HZ_FULL built but no CPU in nohz_full= still ticks"
+        );
+    }
+
+    #[test]
+    fn kernel_facts_for_rt_and_cgroup2() {
+        let v2 = "sysfs /sys sysfs rw 0 0\ncgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n";
+        assert_eq!(cgroup_version(v2).as_deref(), Some("v2"));
+        let v1 = "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\n";
+        assert_eq!(cgroup_version(v1).as_deref(), Some("v1"));
+        assert!(cgroup_version(&format!("{v1}{v2}"))
+            .unwrap()
+            .starts_with("hybrid"));
+        assert_eq!(cgroup_version("proc /proc proc rw 0 0\n"), None);
+        assert!(hrtick_text("GENTLE_FAIR_SLEEPERS NO_HRTICK NO_HRTICK_DL")
+            .starts_with("off (HRTICK_DL"));
+        assert!(hrtick_text("NO_HRTICK HRTICK_DL").starts_with("on (HRTICK_DL"));
+        assert!(hrtick_text("NO_HRTICK").starts_with("off (HRTICK:"));
+        assert!(hrtick_text("WAKEUP_PREEMPTION").starts_with("not built"));
+        assert_eq!(
+            kernel_config_flag("# CONFIG_SCHED_HRTICK is not set\n", "SCHED_HRTICK"),
+            Some(false)
+        );
+        assert_eq!(
+            kernel_config_flag("CONFIG_SCHED_HRTICK=y\n", "SCHED_HRTICK"),
+            Some(true)
+        );
+        let code = |p: &Platform| -> Vec<String> {
+            warnings(p)
+                .iter()
+                .map(|w| serde_json::to_value(w).unwrap()["tracer"].to_string())
+                .filter(|t| t != "null")
+                .collect()
+        };
+        let mut p = Platform::default();
+        p.other
+            .insert("tracers".into(), "hwlat function nop".into());
+        assert_eq!(code(&p), vec!["\"timerlat\"", "\"osnoise\""]);
+        p.other
+            .insert("tracers".into(), "timerlat osnoise hwlat nop".into());
+        assert!(code(&p).is_empty());
+        p.other
+            .insert("tracers".into(), "unknown (tracefs…)".into());
+        assert!(code(&p).is_empty(), "no guess when tracefs is unreadable");
     }
 
     #[test]

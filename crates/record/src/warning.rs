@@ -64,6 +64,8 @@ pub enum Warning {
     NoTracing { reason: String },
     /// Trace events were lost.
     TraceEventsLost { cpu: u32, lost: u64 },
+    /// A kernel tracer (timerlat, osnoise) is not built into this kernel.
+    MissingTracer { tracer: String },
     /// A free-form warning from a producer that has no variant yet.
     Other { message: String },
 }
@@ -90,7 +92,8 @@ impl Warning {
             | NoIsolatedCpus
             | NoIrqTimeAccounting
             | TickHz { .. }
-            | Clocksource { .. } => Severity::Info,
+            | Clocksource { .. }
+            | MissingTracer { .. } => Severity::Info,
         }
     }
 
@@ -150,6 +153,11 @@ impl Warning {
             NoTracing { reason } => format!("tracing unavailable ({reason}): causes were not attributed"),
             TraceEventsLost { cpu, lost } => format!(
                 "{lost} trace events lost on CPU {cpu}: attribution of windows with losses is marked incomplete"
+            ),
+            MissingTracer { tracer } => format!(
+                "the kernel has no {tracer} tracer, so the kernel's own {} probe (rtla {tracer}) cannot be compared with punctual's here; PREEMPT_RT and most distribution kernels build it (CONFIG_{})",
+                if tracer == "timerlat" { "wake-up latency" } else { "stolen-time" },
+                if tracer == "timerlat" { "TIMERLAT_TRACER" } else { "OSNOISE_TRACER" }
             ),
             Other { message } => message.clone(),
         }

@@ -635,6 +635,101 @@ pub struct Trace {
 /// not the tick's.
 pub const ENTRY_EXIT_CAP_MIN_NS: u64 = 2_000;
 
+/// Share of stolen time with no guest event at all above which the output
+/// says where such time comes from on this platform.
+const NO_EVENT_HINT_FRACTION: f64 = 0.10;
+
+/// The default priority of PREEMPT_RT's threaded interrupt handlers
+/// (`irq/N-name`, SCHED_FIFO 50), used when none can be read from /proc.
+pub const RT_IRQ_THREAD_PRIORITY: u32 = 50;
+
+/// The real-time priority of the probe from a record's `policy` config
+/// (`fifo:95`, `rr:40`); `None` for SCHED_OTHER or deadline.
+fn probe_rt_priority(config: &BTreeMap<String, serde_json::Value>) -> Option<u32> {
+    let p = config.get("policy")?.as_str()?;
+    let (class, prio) = p.split_once(':')?;
+    matches!(class, "fifo" | "rr")
+        .then(|| prio.parse().ok())
+        .flatten()
+}
+
+/// The highest SCHED_FIFO priority among PREEMPT_RT's interrupt threads
+/// (`irq/N-name`), from /proc/<pid>/stat (field 40, rt_priority).
+fn irq_thread_priority() -> Option<u32> {
+    let mut best = None;
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with("irq/") {
+            continue;
+        }
+        // Fields after the comm start at field 3 (state).
+        let prio = stat[close + 1..]
+            .split_whitespace()
+            .nth(40 - 3)
+            .and_then(|v| v.parse::<u32>().ok());
+        best = best.max(prio);
+    }
+    best
+}
+
+/// Advice that depends on the platform rather than on a source: stolen
+/// time no guest event explains (the hypervisor, an emulator), and on
+/// PREEMPT_RT where the threaded handlers stand relative to the probe.
+pub fn platform_hints(
+    sum: &CauseSummary,
+    platform: &punctual_record::Platform,
+    config: &BTreeMap<String, serde_json::Value>,
+) -> Vec<String> {
+    let mut v = Vec::new();
+    let no_event = sum
+        .per_cpu
+        .iter()
+        .map(|c| match &c.stolen_split {
+            Some(sp) => (sp.no_event_ns, sp.stolen_ns),
+            None => (
+                c.unexplained_ns,
+                c.unexplained_ns + c.named_ns.min(c.probe_observed_ns.unwrap_or(0)),
+            ),
+        })
+        .fold((0u64, 0u64), |a, b| (a.0 + b.0, a.1 + b.1));
+    let frac = no_event.0 as f64 / no_event.1.max(1) as f64;
+    if frac >= NO_EVENT_HINT_FRACTION {
+        let pct = frac * 100.0;
+        match platform.hypervisor.as_deref() {
+            Some(h) if h.contains("TCG") => v.push(format!(
+                "{pct:.0}% of the stolen time had no guest event: this guest runs under QEMU TCG, which emulates the CPU and stops a vCPU to translate code, emulate devices and run the other vCPUs, none of which guest tracing can see. Absolute times under TCG do not describe real hardware; measure on KVM or bare metal"
+            )),
+            Some(h) => v.push(format!(
+                "{pct:.0}% of the stolen time had no guest event: under {h} the host stops this vCPU (its own interrupts, other guests, VM exits), which guest tracing cannot see; pin the vCPUs to isolated host CPUs and avoid overcommit"
+            )),
+            None => v.push(format!(
+                "{pct:.0}% of the stolen time had no guest event: on bare metal that is firmware (SMIs, see the hwlat tracer) or hardware stalls"
+            )),
+        }
+    }
+    if platform.preemption.as_deref() == Some("rt") {
+        let irq = irq_thread_priority().unwrap_or(RT_IRQ_THREAD_PRIORITY);
+        match probe_rt_priority(config) {
+            Some(p) if p > irq => v.push(format!(
+                "PREEMPT_RT: interrupt handlers run as threads (irq/N-name, SCHED_FIFO {irq} here), and softirqs, timers and RCU callbacks in ksoftirqd, ktimers and rcuc threads; the probe ran at FIFO {p}, above them, so they wait for it and do not appear as sources (only the hard-IRQ top halves do). A task below FIFO {irq} is preempted by them: rerun with --priority {} to see what they cost it",
+                irq.saturating_sub(1).max(1)
+            )),
+            Some(p) => v.push(format!(
+                "PREEMPT_RT: the probe ran at FIFO {p}, not above the interrupt threads (irq/N-name, FIFO {irq} here): their threaded handlers preempt it and are named as sources beside the hard-IRQ top halves; a task that must not wait for them needs a priority above {irq} (chrt), or the interrupts moved off its CPU (irqaffinity=, /proc/irq/N/smp_affinity_list)"
+            )),
+            None => v.push(format!(
+                "PREEMPT_RT: the probe ran at SCHED_OTHER, below every threaded interrupt handler (irq/N-name, FIFO {irq} here) and the ksoftirqd, ktimers and rcuc threads: they all preempt it and are named as sources"
+            )),
+        }
+    }
+    v
+}
+
 impl Trace {
     /// Advice for causes with a known fix, from the sources found.
     fn hints(&self, sum: &CauseSummary) -> Vec<String> {
@@ -1035,6 +1130,8 @@ impl Trace {
         ov.sort_by_key(|s| std::cmp::Reverse(s.total.total_ns));
         sum.overall = ov;
         sum.hints = self.hints(&sum);
+        sum.hints
+            .extend(platform_hints(&sum, &rec.platform, &rec.config));
         sum.own_threads = self
             .own_threads
             .iter()
@@ -1053,6 +1150,62 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stolen time without a guest event is explained by the platform it
+    /// ran on, and on PREEMPT_RT the hint depends on where the probe's
+    /// priority stands against the interrupt threads.
+    #[test]
+    fn platform_hints_explain_tcg_and_rt_priorities() {
+        let sum = CauseSummary {
+            per_cpu: vec![CpuAccount {
+                cpu: 1,
+                stolen_split: Some(StolenSplit {
+                    stolen_ns: 1000,
+                    no_event_ns: 540,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut platform = punctual_record::Platform {
+            hypervisor: Some("QEMU (TCG)".into()),
+            preemption: Some("rt".into()),
+            ..Default::default()
+        };
+        let cfg = |p: &str| BTreeMap::from([("policy".to_string(), serde_json::json!(p))]);
+        let h = platform_hints(&sum, &platform, &cfg("fifo:95"));
+        assert_eq!(h.len(), 2, "{h:?}");
+        assert!(
+            h[0].starts_with("54% of the stolen time had no guest event") && h[0].contains("TCG")
+        );
+        assert!(
+            h[1].contains("above them") && h[1].contains("ktimers"),
+            "{}",
+            h[1]
+        );
+        let h = platform_hints(&sum, &platform, &cfg("fifo:10"));
+        assert!(h[1].contains("preempt it and are named"), "{}", h[1]);
+        let h = platform_hints(&sum, &platform, &cfg("other:0"));
+        assert!(h[1].contains("SCHED_OTHER"), "{}", h[1]);
+        platform.hypervisor = Some("KVM".into());
+        platform.preemption = Some("full".into());
+        let h = platform_hints(&sum, &platform, &cfg("fifo:95"));
+        assert_eq!(h.len(), 1);
+        assert!(h[0].contains("under KVM the host stops this vCPU"));
+        let quiet = CauseSummary {
+            per_cpu: vec![CpuAccount {
+                stolen_split: Some(StolenSplit {
+                    stolen_ns: 1000,
+                    no_event_ns: 50,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert!(platform_hints(&quiet, &platform, &cfg("fifo:95")).is_empty());
+    }
 
     #[test]
     fn parses_kernel_counters() {

@@ -101,6 +101,22 @@ impl Instance {
             journal,
             closed: false,
         };
+        // Until some buffer is used the kernel keeps every ring buffer at a
+        // placeholder size and the top-level one reads `7 (expanded: N)`.
+        // Using the instance expands them all for good, which would leave
+        // the top-level buffer at 7 KB for the next user of ftrace: its
+        // expanded size is journaled so that closing writes it back.
+        let top = inst.root.join("buffer_size_kb");
+        if let Ok(t) = read_file(&top) {
+            if t.contains("(expanded:") {
+                inst.journal
+                    .record(Action::Knob {
+                        path: top,
+                        restore: knob_value(&t),
+                    })
+                    .map_err(cannot_write)?;
+            }
+        }
         let record_cmd = inst.root.join("options/record-cmd");
         let switched = no_record_cmd && inst.set_path(&record_cmd, "0").is_ok();
         let created = fs::create_dir(&path);

@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# Live checks run inside one kernel-matrix guest (see tests/kernels/run).
+#
+# Usage: suite.sh KIND OUTDIR
+#   KIND    stock | rt | rt-isol: what the guest was booted as, so the
+#           checks know what sysinfo must find.
+#   OUTDIR  host-visible directory: one NAME.log per check and `summary`
+#           (one `pass NAME` / `fail NAME` line each).
+# Every check runs the release binary's verbs and asserts on their records
+# and outputs. Durations are short: under TCG absolute times mean nothing,
+# the checks test behaviour.
+set -uo pipefail
+kind=$1
+out=$2
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+mkdir -p "$out"
+: >"$out/summary"
+work=$(mktemp -d /tmp/punctual-kernels.XXXXXX)
+# The shared root is 9p without a page cache: every run of a 47 MB binary
+# from it reads it again (seconds under TCG). The guest's /tmp is memory.
+P=$work/punctual
+cp "${PUNCTUAL_BIN:-$root/target/release/punctual}" "$P"
+export PUNCTUAL_GUEST_KIND=$kind
+# The probed CPU: 1 is the isolated one in the rt-isol guest.
+CPU=1
+T=/sys/kernel/tracing
+[ -d $T/instances ] || mount -t tracefs nodev $T 2>/dev/null
+[ -d /sys/kernel/debug/sched ] || mount -t debugfs nodev /sys/kernel/debug 2>/dev/null
+
+fails=0
+# check NAME FUNCTION: runs FUNCTION with its output in NAME.log.
+check() {
+  local name=$1
+  shift
+  local t0=$SECONDS
+  # Not inside an `if`: there bash would ignore set -e in the function.
+  (
+    set -e
+    "$@"
+  ) >"$out/$name.log" 2>&1
+  if [ $? = 0 ]; then
+    echo "pass $name $((SECONDS - t0))s" >>"$out/summary"
+    echo "[guest:$kind] pass $name ($((SECONDS - t0))s)"
+  else
+    fails=$((fails + 1))
+    echo "fail $name $((SECONDS - t0))s" >>"$out/summary"
+    echo "[guest:$kind] FAIL $name ($((SECONDS - t0))s); its output:"
+    sed 's/^/    /' "$out/$name.log"
+  fi
+}
+# jq-style assertion on a JSON file with a message.
+assert_json() { # FILE EXPR MESSAGE
+  if ! jq -e "$2" "$1" >/dev/null; then
+    echo "assertion failed: $3 ($2 on $1)"
+    return 1
+  fi
+}
+assert_grep() { # PATTERN FILE MESSAGE
+  if ! grep -Eq -- "$1" "$2"; then
+    echo "assertion failed: $3 (no /$1/ in $2)"
+    return 1
+  fi
+}
+# State that every verb must leave as it found it.
+snapshot() {
+  {
+    ls $T/instances 2>/dev/null | sed 's/^/instance /'
+    find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sed 's/^/cgroup /'
+    echo "partition $(cat /sys/fs/cgroup/cpuset.cpus.partition 2>/dev/null)"
+    echo "subtree $(cat /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null)"
+    for f in current_tracer tracing_on buffer_size_kb options/record-cmd trace_clock; do
+      echo "$f $(cat $T/$f 2>/dev/null)"
+    done
+    echo "sched_features $(cat /sys/kernel/debug/sched/features 2>/dev/null)"
+    for f in sched_rt_runtime_us sched_rt_period_us; do
+      echo "$f $(cat /proc/sys/kernel/$f)"
+    done
+  } | sed -E 's/^buffer_size_kb [0-9]+ \(expanded: ([0-9]+)\)$/buffer_size_kb \1/' |
+    awk '$1 == "buffer_size_kb" { $2 = int(($2 * 1024 + 4079) / 4080) } { print }' | sort
+  # A ring buffer never used reads `7 (expanded: N)`; once any instance is
+  # used the kernel cannot go back, and punctual writes N back, which the
+  # kernel allocates in pages of 4080 data bytes (1408 KB reads 1410):
+  # sizes are compared in those pages.
+}
+same_as_before() { # LABEL
+  snapshot >"$work/after"
+  if ! diff -u "$work/before" "$work/after"; then
+    echo "assertion failed: $1 left the machine changed (diff above)"
+    return 1
+  fi
+}
+
+snapshot >"$work/before"
+cp "$work/before" "$out/state-before"
+
+t_sysinfo() {
+  $P sysinfo --json "$work/sys.json" | tee "$work/sys.txt"
+  local j=$work/sys.json
+  case $kind in
+    stock)
+      assert_json "$j" '.platform.preemption != "rt"' "stock kernel is not PREEMPT_RT"
+      assert_json "$j" '.platform.isolcpus == null' "no isolcpus on the stock guest" ;;
+    rt | rt-isol)
+      assert_json "$j" '.platform.preemption == "rt"' "PREEMPT_RT detected"
+      assert_grep '^preemption +rt' "$work/sys.txt" "sysinfo prints the rt model" ;;
+  esac
+  if [ "$kind" = rt-isol ]; then
+    assert_json "$j" '.platform.isolcpus == "1"' "isolcpus=1 detected"
+    assert_json "$j" '.platform.nohz_full == "1"' "nohz_full=1 detected"
+    assert_json "$j" '.platform.nohz == "full"' "nohz=full"
+    assert_json "$j" '[.warnings[].code] | index("no_isolated_cpus") == null' "no isolation warning when CPUs are isolated"
+  else
+    assert_json "$j" '[.warnings[].code] | index("no_isolated_cpus") != null' "isolation warning without isolcpus"
+  fi
+  assert_json "$j" '.platform.other.cgroup == "v2"' "cgroup v2 detected"
+  assert_grep '^cgroup +v2' "$work/sys.txt" "sysinfo prints cgroup v2"
+  assert_json "$j" '.platform.other.hrtick | test("^(on|off)")' "HRTICK state read"
+  assert_grep '^hrtick ' "$work/sys.txt" "sysinfo prints the HRTICK state"
+  local tracers
+  tracers=$(cat $T/available_tracers)
+  for t in timerlat osnoise; do
+    if [[ " $tracers " == *" $t "* ]]; then
+      assert_json "$j" ".platform.other.tracers | split(\" \") | index(\"$t\") != null" "$t listed"
+    else
+      assert_json "$j" "[.warnings[] | select(.code == \"missing_tracer\") | .tracer] | index(\"$t\") != null" "missing $t explained"
+    fi
+  done
+  if [ "$kind" != stock ]; then
+    assert_json "$j" '.platform.other.tracers | test("timerlat") and test("osnoise")' "the RT kernel has timerlat and osnoise"
+  fi
+  assert_json "$j" '.platform.hypervisor != null' "virtualization detected"
+  echo "hypervisor: $(jq -r .platform.hypervisor "$j")"
+}
+check sysinfo t_sysinfo
+
+t_check() {
+  # The verdicts take seconds of CPU when the run met stalls of tens of
+  # milliseconds, as TCG guests do: minutes under TCG on a loaded host.
+  # No timeout of its own (punctual stops cleanly on SIGTERM, which would
+  # hide it): the guest's timeout bounds it.
+  $P check --duration 2s --cpus $CPU --json "$work/check.json" | tee "$work/check.txt"
+  test "${PIPESTATUS[0]}" = 0
+  assert_json "$work/check.json" '[.series[] | select(.metric == "latency") | .count] | add > 0' "check measured wake-ups"
+  assert_grep '^cgroup +v2' "$work/check.txt" "check explains cgroup v2"
+  assert_grep '^hrtick +(on|off) \(HRTICK' "$work/check.txt" "check explains HRTICK"
+  assert_grep '^tracers +.*nop' "$work/check.txt" "check lists the tracers"
+  if [ "$kind" != stock ]; then assert_grep '^preemption +rt$' "$work/check.txt" "check names the rt model"; fi
+  same_as_before check
+}
+check check t_check
+
+t_timer() {
+  $P timer --cpus $CPU --duration 2s --json "$work/timer.json"
+  assert_json "$work/timer.json" '.series[0].count > 500' "timer took samples"
+  assert_json "$work/timer.json" '.series[0].max >= .series[0].min' "ordered"
+}
+check timer t_timer
+
+t_noise() {
+  $P noise --cpus $CPU --duration 2s --json "$work/noise.json"
+  assert_json "$work/noise.json" '.series | length > 0' "noise wrote a series"
+  same_as_before noise
+}
+check noise t_noise
+
+t_cause() {
+  $P cause --cpus $CPU --duration 3s --json "$work/cause.json" 2>&1 | tee "$work/cause.txt"
+  test "${PIPESTATUS[0]}" = 0
+  if grep -E 'cleanup|could not restore|left' "$work/cause.txt"; then
+    echo "assertion failed: cause left state behind"
+    return 1
+  fi
+  same_as_before cause
+}
+check cause t_cause
+
+# PREEMPT_RT: the threaded handlers stay hidden from a probe above them,
+# and preempt one below them, and the hints say which case the run was.
+t_cause_rt() {
+  $P cause --cpus $CPU --duration 2s --priority 95 >"$work/c95.txt" 2>&1
+  assert_grep '^hint: PREEMPT_RT: .*above them' "$work/c95.txt" "FIFO 95 probe: the hint says the irq threads wait for it"
+  $P cause --cpus $CPU --duration 3s --priority 40 --load "disk:dir=$out,size=8M,buffered" \
+    --json "$work/c40.json" >"$work/c40.txt" 2>&1
+  cat "$work/c40.txt"
+  assert_grep '^hint: PREEMPT_RT: the probe ran at FIFO 40, not above' "$work/c40.txt" "FIFO 40 probe: the hint says the irq threads preempt it"
+  if [ "$kind" = rt ]; then
+    # irqaffinity is free here: the 9p disk's interrupt thread runs on CPU 1.
+    assert_json "$work/c40.json" '[.. | objects | select(.kind? == "thread" and (.name? // "" | startswith("irq/")))] | length > 0' \
+      "an irq/N-name thread is named as a source of a probe below it"
+  fi
+  echo "sources named below the irq threads:"
+  jq -r '.. | objects | select(has("kind") and has("name") and has("total_ns")) | "\(.kind) \(.name) \(.total_ns)"' \
+    "$work/c40.json" | sort -u -k1,2 >"$work/c40.sources"
+  sed -n 1,30p "$work/c40.sources"
+  same_as_before "cause at FIFO 40"
+}
+[ "$kind" = stock ] || check cause-rt-priorities t_cause_rt
+
+t_load() {
+  $P load cpu:threads=1 --duration 2s --json "$work/load.json"
+  assert_json "$work/load.json" '.load | length > 0' "load section written"
+  same_as_before load
+}
+check load t_load
+
+t_monitor() {
+  $P monitor --cpus $CPU --rate 100 --listen off --textfile "$work/mon.prom" --persist-every 1s --duration 3s
+  assert_grep 'punctual_' "$work/mon.prom" "monitor wrote metrics"
+  same_as_before monitor
+}
+check monitor t_monitor
+
+dl_total() { cat /proc/sys/kernel/sched_rt_runtime_us; }
+t_reserve() {
+  $P reserve --budget 2ms --period 10ms --cpu $CPU --duration 2s --test-app --json "$work/res.json"
+  assert_json "$work/res.json" '.kind != null' "reserve wrote a record"
+  same_as_before reserve
+}
+check reserve t_reserve
+
+# HRTICK switched on for one run through the restore journal; the
+# enforcement default follows it (kernel with HRTICK, thread without).
+t_reserve_hrtick() {
+  $P reserve --budget 2ms --period 10ms --cpu $CPU --duration 1s --test-app --json "$work/hr0.json"
+  jq -c '{before: .extra.hrtick_before, during: .extra.hrtick_during, enforce: .config.enforce}' "$work/hr0.json"
+  assert_json "$work/hr0.json" '.extra.hrtick_before.state == "off"' "HRTICK off by default"
+  $P reserve --budget 2ms --period 10ms --cpu $CPU --duration 1s --test-app --hrtick --json "$work/hr1.json"
+  jq -c '{before: .extra.hrtick_before, during: .extra.hrtick_during, enforce: .config.enforce}' "$work/hr1.json"
+  assert_json "$work/hr1.json" '.extra.hrtick_during.state == "on"' "HRTICK on during the --hrtick run"
+  if jq -e '.config.enforce != null' "$work/hr0.json" >/dev/null; then
+    assert_json "$work/hr0.json" '.config.enforce | tostring | test("thread")' "thread enforcement while HRTICK is off"
+    assert_json "$work/hr1.json" '.config.enforce | tostring | test("kernel")' "kernel enforcement with HRTICK on"
+  fi
+  same_as_before "reserve --hrtick"
+}
+if grep -qw NO_HRTICK_DL /sys/kernel/debug/sched/features 2>/dev/null ||
+  grep -qw NO_HRTICK /sys/kernel/debug/sched/features 2>/dev/null; then
+  check reserve-hrtick t_reserve_hrtick
+fi
+
+t_reserve_kill() {
+  $P reserve --budget 2ms --period 10ms --cpu $CPU --duration 30s --test-app &
+  local pid=$!
+  # Wait until the partition exists, then kill without warning.
+  for _ in $(seq 100); do
+    find /sys/fs/cgroup -mindepth 1 -type d -name '*punctual*' | grep -q . && break
+    sleep 0.1
+  done
+  find /sys/fs/cgroup -mindepth 1 -maxdepth 1 -type d
+  cat /sys/fs/cgroup/*/cpuset.cpus.partition 2>/dev/null || true
+  kill -KILL $pid
+  wait $pid || true
+  $P reserve --cleanup
+  same_as_before "reserve after SIGKILL and --cleanup"
+  # A second run is admitted: the deadline bandwidth came back.
+  $P reserve --budget 2ms --period 10ms --cpu $CPU --duration 1s --test-app --json "$work/res2.json"
+  same_as_before "second reserve run"
+}
+check reserve-sigkill t_reserve_kill
+
+echo "[guest:$kind] $(grep -c ^pass "$out/summary") passed, $fails failed"
+rm -rf "$work"
+[ $fails = 0 ]
