@@ -249,7 +249,6 @@ fn check_surveys_and_summarizes() {
 /// kept, is marked not representative. As root the run drops to nobody
 /// (setpriv); without setpriv a root run skips, saying why.
 #[test]
-#[ignore = "about 8 minutes in a debug build on a loaded 2-core machine (the verdicts' fix search runs unoptimized); run with --ignored"]
 fn check_without_realtime_marks_verdicts_not_representative() {
     let _live = live();
     let root = unsafe { libc::geteuid() } == 0;
