@@ -224,10 +224,20 @@ impl TailModel {
     }
 
     /// Keeps the time stamps of the series' wake-ups in `rec`'s spike log
-    /// for the MTTF interval (`spike_log`), without changing how stalls
-    /// arrive in the queue model.
+    /// for the MTTF interval (`spike_log`). Where those stalls come at a fixed period (docs/forecast.md §3.3),
+    /// the queue model's arrivals become that periodic process, the
+    /// other stalls staying Poisson.
     pub fn with_spike_log(mut self, rec: &Record, s: &Series) -> TailModel {
         self.spike_log = own_spikes(rec, s).collect();
+        if self.stall_times.is_none() {
+            let covered = Nanos(self.sample_period_ns.0.saturating_mul(self.tail.n));
+            self.stall_times = crate::queue::StallTimes::periodic(
+                self.spike_log.iter().copied(),
+                rec.spikes_dropped > 0,
+                covered,
+                self.sample_period_ns,
+            );
+        }
         self
     }
 

@@ -11,6 +11,7 @@ pub mod buffer;
 pub mod compare;
 pub mod forecast;
 pub mod gpd;
+pub mod periodic;
 pub mod profiles;
 pub mod queue;
 pub mod rate;

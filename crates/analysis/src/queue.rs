@@ -345,6 +345,9 @@ pub struct StallTimes {
     /// The probe's interval: it sees a stall only when a wake-up falls
     /// into it.
     interval_ns: f64,
+    /// Use the times only if the logged stalls come at a fixed period
+    /// ([`crate::periodic::detect`]); otherwise arrivals stay Poisson.
+    periodic_only: bool,
 }
 
 impl StallTimes {
@@ -373,7 +376,31 @@ impl StallTimes {
             complete_above_ns,
             covered_ns: covered.0 as f64,
             interval_ns: interval.0 as f64,
+            periodic_only: false,
         })
+    }
+
+    /// As [`new`](Self::new), but the times are used only where the
+    /// logged stalls come at a fixed period; `None` when those above the
+    /// log's completeness level do not (the queue model's default: a
+    /// periodic interferer never stalls twice within one period, and only
+    /// a clear period is trusted to say so).
+    pub fn periodic(
+        spikes: impl IntoIterator<Item = (Nanos, Nanos)>,
+        dropped: bool,
+        covered: Nanos,
+        interval: Nanos,
+    ) -> Option<StallTimes> {
+        let mut st = StallTimes::new(spikes, dropped, covered, interval)?;
+        let at: Vec<u64> = st
+            .spikes
+            .iter()
+            .filter(|&&(_, l)| l > st.complete_above_ns)
+            .map(|&(a, _)| a)
+            .collect();
+        crate::periodic::detect(&at, st.interval_ns)?;
+        st.periodic_only = true;
+        Some(st)
     }
 }
 
@@ -414,6 +441,10 @@ pub struct Renewal {
     pub older_pair_correlation: f64,
     /// Probability of a stall in a step at each age (the last: older).
     pub hazard: Vec<f64>,
+    /// The period the logged stalls came at, when they did
+    /// ([`crate::periodic::detect`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period_ns: Option<f64>,
     #[serde(skip)]
     pub by_age: Vec<AgeStalls>,
 }
@@ -482,6 +513,11 @@ impl Renewal {
         if n < 2 {
             return None;
         }
+        let whole: Vec<u64> = at.iter().map(|&a| a as u64).collect();
+        let period = crate::periodic::detect(&whole, times.interval_ns);
+        if times.periodic_only && period.is_none() {
+            return None;
+        }
         // Lag bins centred on whole steps: ((a − ½)·t, (a + ½)·t].
         let lags = ages - 1;
         let mut pairs = vec![0.0; lags];
@@ -498,9 +534,9 @@ impl Renewal {
                 }
             }
         }
-        let rate = n as f64 / times.covered_ns;
+        let mut rate = n as f64 / times.covered_ns;
         let expected = n as f64 * rate * t_ns;
-        if expected * lags as f64 <= MIN_EXPECTED_PAIRS {
+        if period.is_none() && expected * lags as f64 <= MIN_EXPECTED_PAIRS {
             return None;
         }
         // Pool neighbouring lags until each group expects enough pairs.
@@ -516,6 +552,22 @@ impl Renewal {
             let v = obs / (expected * (end - start) as f64);
             g[start..end].iter_mut().for_each(|x| *x = v);
             start = end;
+        }
+        // A periodic interferer: none of its stalls follows another
+        // before one period less the tolerance of a logged time (one
+        // probe interval), whatever the pair counts of a bounded log say,
+        // and it stalls once per period whether or not the probe saw it
+        // (the log misses the bursts no wake-up fell into, and a full log
+        // undercounts them): its rate is 1/period.
+        if let Some(p) = &period {
+            rate = rate.max(1.0 / p.period_ns);
+            for (i, x) in g.iter_mut().enumerate() {
+                if (i as f64 + 1.5) * t_ns < p.period_ns - times.interval_ns {
+                    *x = 0.0;
+                } else if times.periodic_only {
+                    *x = 1.0;
+                }
+            }
         }
         // Lengths as the log sees them: a stall of length y leaves a
         // residue above the level for (y − y0) of the interval.
@@ -610,6 +662,7 @@ impl Renewal {
             older_pair_correlation: older,
             hazard,
             by_age,
+            period_ns: period.map(|p| p.period_ns),
         })
     }
 }
@@ -947,6 +1000,22 @@ pub fn assumptions(q: &QueueForecast) -> Vec<String> {
             None => "stalls in successive steps are independent (Poisson arrivals): the record's \
                      spike log has no time stamps, or too few stalls to tell"
                 .to_string(),
+            Some(Renewal {
+                period_ns: Some(p),
+                events,
+                logged_rate_per_s,
+                ages,
+                ..
+            }) => format!(
+                "periodic arrivals: the {events} logged stalls came every {:.3} ms (their gaps \
+                 sit on its multiples); no stall of that interferer follows another within a \
+                 period, so its rate ({logged_rate_per_s:.1}/s) is taken from the stall process \
+                 in the steps after each stall that end a probe interval before the next \
+                 period (of the {} remembered), the rest stays Poisson, and older ages keep \
+                 the mean stall rate",
+                p / 1e6,
+                ages - 1
+            ),
             Some(r) => format!(
                 "renewal arrivals (--arrivals renewal): the {} logged stalls ({:.1}/s) came \
                  1…{} steps after one another {} × as often as Poisson arrivals would (pair \
@@ -1332,6 +1401,56 @@ mod tests {
             forecast(&t, Some(&times), &b2).underrun_probability,
         );
         assert!((q / p - 1.0).abs() < 0.05, "{p} {q}");
+    }
+
+    /// The default arrivals: a log that holds only its first 1000 stalls
+    /// (as the simulator's does) of a strictly periodic burst is found
+    /// periodic, and at n = 3 (two bursts needed within one backlog,
+    /// which never happens) the forecast falls far below Poisson's; the
+    /// same log of exponential gaps is not periodic and stays Poisson.
+    #[test]
+    fn a_periodic_log_makes_periodic_arrivals_and_a_poisson_one_does_not() {
+        let capped = |times: &StallTimes| -> Vec<(Nanos, Nanos)> {
+            times
+                .spikes
+                .iter()
+                .filter(|&&(_, l)| l > 100_000)
+                .take(1000)
+                .map(|&(a, l)| (Nanos(a), Nanos(l)))
+                .collect()
+        };
+        let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let starts: Vec<u64> = (0..10_000u64).map(|i| 500_000 + i * 10_370_000).collect();
+        let (t, all) = probe_under(&starts, 1_000_000, 100_000);
+        let covered = Nanos(100_000 * 1_000_000);
+        let periodic = StallTimes::periodic(capped(&all), true, covered, Nanos(1_000_000))
+            .expect("periodic log detected");
+        let poisson = forecast(&t, None, &b).underrun_probability;
+        let r = forecast(&t, Some(&periodic), &b);
+        let period = r.renewal.as_ref().and_then(|x| x.period_ns);
+        assert!((period.unwrap() - 10_370_000.0).abs() < 100_000.0, "{r:?}");
+        assert!(assumptions(&r)
+            .iter()
+            .any(|a| a.starts_with("periodic arrivals")));
+        assert!(
+            r.underrun_probability < poisson / 100.0,
+            "{poisson} vs {r:?}"
+        );
+
+        let mut rng = crate::rng::SplitMix64::new(11);
+        let mut at = 0.0;
+        let mut random = Vec::new();
+        while at < 1e11 {
+            at += rng.exp1() * 10_370_000.0;
+            if random.last().is_none_or(|&p| at as u64 >= p + 1_000_000) {
+                random.push(at as u64);
+            }
+        }
+        let (_, all) = probe_under(&random, 1_000_000, 100_000);
+        assert_eq!(
+            StallTimes::periodic(capped(&all), true, covered, Nanos(1_000_000)),
+            None
+        );
     }
 
     /// Exponential gaps between stalls: the pair correlation read from the
