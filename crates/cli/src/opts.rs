@@ -223,6 +223,32 @@ pub fn check_output_path(flag: &str, p: &Path) -> Result<(), CliError> {
     punctual_record::check_writable(p).map_err(|e| CliError::usage(format!("{flag}: {e}")))
 }
 
+/// Reads a `--replay` feed: one entry a line, blank lines and `#` comments
+/// skipped; a line `parse` refuses is named with its number and text
+/// ("'x' is not {what}").
+pub fn read_replay<T>(
+    path: &Path,
+    what: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Vec<T>, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("--replay {}: {e}", path.display())))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|(i, l)| {
+            parse(l.trim()).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--replay {} line {}: '{}' is not {what}",
+                    path.display(),
+                    i + 1,
+                    l.trim()
+                ))
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -143,6 +143,39 @@ pub fn write_json(rec: &Record, path: &Option<PathBuf>) -> CliResult {
     Ok(())
 }
 
+/// The run of a one-probe verb (`timer`, `noise`): its request through a
+/// session with the terminal's progress line, the replay file named in the
+/// record, and the text printed from the record. `--cause` needs a live
+/// run, so it is refused with a replayed feed.
+pub fn run_one_probe(
+    kind: &'static str,
+    probe: Arc<dyn punctual_measure::Probe>,
+    common: &crate::opts::ProbeArgs,
+    cause: &crate::opts::CauseArgs,
+    replay: Option<&Path>,
+) -> CliResult<Record> {
+    if replay.is_some() && cause.cause {
+        return Err(CliError::usage(
+            "--cause traces a live run; it does not apply to --replay",
+        ));
+    }
+    let req = ProbeRequest {
+        kind,
+        label: kind,
+        probe,
+        loads: crate::opts::load_specs(common.load.as_deref())?,
+        tracing: cause.tracing(),
+    };
+    let terminal = Terminal::default();
+    let session = punctual_measure::Session::new(crate::interrupt::stop_flag(), &terminal);
+    let mut rec = session.run(&req, rfc3339_now())?.record;
+    if let Some(p) = replay {
+        rec.set_config("replay", p.display().to_string());
+    }
+    print_text(&rec)?;
+    Ok(rec)
+}
+
 /// Prints what the verb that made `rec` prints, from the record alone
 /// (`punctual_report::text`): the measurement on standard output, its
 /// warnings on standard error.

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use punctual_live::noise::{NoiseConfig, Replay};
-use punctual_measure::{Noise, ProbeRequest, Session};
+use punctual_measure::Noise;
 use punctual_record::Nanos;
 
 use crate::error::{CliError, CliResult};
 use crate::opts::{self, CauseArgs, PolicyArg, ProbeArgs};
-use crate::output::{print_text, write_json, Terminal};
+use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -51,27 +51,17 @@ pub struct Args {
 /// The replayed loop's cost per step: a busy loop's order of magnitude.
 const REPLAY_STEP: Nanos = Nanos(50);
 
-/// Reads a replay feed, refusing a bad line with its number and text.
+/// `--replay`: stolen intervals, one `START_NS LEN_NS` a line.
 fn read_replay(path: &Path) -> Result<Replay, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("--replay {}: {e}", path.display())))?;
-    let gaps = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|(i, l)| {
-            let mut f = l.split_whitespace().map(|x| x.parse::<u64>().map(Nanos));
-            match (f.next(), f.next(), f.next()) {
-                (Some(Ok(at)), Some(Ok(len)), None) => Ok((at, len)),
-                _ => Err(CliError::usage(format!(
-                    "--replay {} line {}: '{}' is not START_NS LEN_NS",
-                    path.display(),
-                    i + 1,
-                    l.trim()
-                ))),
-            }
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let gaps = opts::read_replay(path, "START_NS LEN_NS", |l| {
+        let mut f = l
+            .split_whitespace()
+            .map(|x| x.parse::<u64>().ok().map(Nanos));
+        match (f.next(), f.next(), f.next()) {
+            (Some(Some(at)), Some(Some(len)), None) => Some((at, len)),
+            _ => None,
+        }
+    })?;
     Ok(Replay::new(REPLAY_STEP, gaps))
 }
 
@@ -98,30 +88,15 @@ pub fn run(args: Args) -> CliResult {
     let cfg = noise_config(&args)?;
     opts::check_output("--json", &args.common.json)?;
     let replay = match &args.replay {
-        Some(p) => {
-            let feed = read_replay(p)?;
-            if args.cause.cause {
-                return Err(CliError::usage(
-                    "--cause traces a live run; it does not apply to --replay",
-                ));
-            }
-            Some(feed)
-        }
+        Some(p) => Some(read_replay(p)?),
         None => None,
     };
-    let req = ProbeRequest {
-        kind: "noise",
-        label: "noise",
-        probe: Arc::new(Noise { cfg, replay }),
-        loads: opts::load_specs(args.common.load.as_deref())?,
-        tracing: args.cause.tracing(),
-    };
-    let terminal = Terminal::default();
-    let session = Session::new(crate::interrupt::stop_flag(), &terminal);
-    let mut rec = session.run(&req, crate::output::rfc3339_now())?.record;
-    if let Some(p) = &args.replay {
-        rec.set_config("replay", p.display().to_string());
-    }
-    print_text(&rec)?;
+    let rec = run_one_probe(
+        "noise",
+        Arc::new(Noise { cfg, replay }),
+        &args.common,
+        &args.cause,
+        args.replay.as_deref(),
+    )?;
     write_json(&rec, &args.common.json)
 }

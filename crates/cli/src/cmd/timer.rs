@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use punctual_live::timer::TimerConfig;
-use punctual_measure::{ProbeRequest, Session, Timer};
+use punctual_measure::Timer;
 use punctual_record::{Metric, Nanos, Record, Series};
 
 use crate::error::{CliError, CliResult};
 use crate::opts::{self, CauseArgs, ClockArg, PolicyArg, ProbeArgs};
-use crate::output::{print_text, write_json, Terminal};
+use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -53,26 +53,6 @@ pub struct Args {
     pub replay: Option<PathBuf>,
 }
 
-/// Reads a replay feed, refusing a bad line with its number and text.
-fn read_replay(path: &std::path::Path) -> Result<Vec<Nanos>, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("--replay {}: {e}", path.display())))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|(i, l)| {
-            l.trim().parse::<u64>().map(Nanos).map_err(|_| {
-                CliError::usage(format!(
-                    "--replay {} line {}: '{}' is not a latency in ns",
-                    path.display(),
-                    i + 1,
-                    l.trim()
-                ))
-            })
-        })
-        .collect()
-}
-
 fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
     let policy = opts::policy(args.policy, args.priority, args.interval)?;
     opts::check_max_spikes(args.common.max_spikes)?;
@@ -93,31 +73,18 @@ pub fn run(args: Args) -> CliResult {
     opts::check_output("--json", &args.common.json)?;
     opts::check_output("--hist", &args.hist)?;
     let replay = match &args.replay {
-        Some(p) => {
-            let feed = read_replay(p)?;
-            if args.cause.cause {
-                return Err(CliError::usage(
-                    "--cause traces a live run; it does not apply to --replay",
-                ));
-            }
-            Some(feed)
-        }
+        Some(p) => Some(opts::read_replay(p, "a latency in ns", |l| {
+            l.parse::<u64>().ok().map(Nanos)
+        })?),
         None => None,
     };
-    let req = ProbeRequest {
-        kind: "timer",
-        label: "timer",
-        probe: Arc::new(Timer { cfg, replay }),
-        loads: opts::load_specs(args.common.load.as_deref())?,
-        tracing: args.cause.tracing(),
-    };
-    let terminal = Terminal::default();
-    let session = Session::new(crate::interrupt::stop_flag(), &terminal);
-    let mut rec = session.run(&req, crate::output::rfc3339_now())?.record;
-    if let Some(p) = &args.replay {
-        rec.set_config("replay", p.display().to_string());
-    }
-    print_text(&rec)?;
+    let rec = run_one_probe(
+        "timer",
+        Arc::new(Timer { cfg, replay }),
+        &args.common,
+        &args.cause,
+        args.replay.as_deref(),
+    )?;
     write_json(&rec, &args.common.json)?;
     if let Some(p) = &args.hist {
         write_hist(&rec, p)?;
