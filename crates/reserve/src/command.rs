@@ -31,6 +31,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use punctual_live::clock::{mono, sleep_until};
+use punctual_live::procstat::KernelSnapshot;
 use punctual_record::{Period, PeriodSummary};
 use punctual_units::Nanos;
 
@@ -69,6 +70,11 @@ pub struct Outcome {
     /// Sum of the reserved threads' schedstat CPU time over the run: an
     /// independent check of the trace's charged total.
     pub schedstat_total_ns: Nanos,
+    /// Hypervisor steal on the command's CPUs over the run (`/proc/stat`).
+    /// The scheduler's clock leaves it out (CONFIG_PARAVIRT_TIME_ACCOUNTING)
+    /// while the trace's clock does not, so in a guest schedstat falls short
+    /// of the trace by up to this much.
+    pub host_steal_ns: Nanos,
     pub requested_mean_ns: Nanos,
     pub controller_updates: u64,
     pub controller_applied: u64,
@@ -276,6 +282,8 @@ pub fn run(o: &Options<'_>, stop: &AtomicBool) -> Result<Outcome, ReserveError> 
             Ok(())
         });
     }
+    let steal_cpus = cpus_of(o.partition);
+    let steal_before = KernelSnapshot::read().ok();
     let started = mono();
     let spawned = cmd.spawn();
     // SAFETY: closing our copy of the write end; the child has its own.
@@ -433,6 +441,12 @@ pub fn run(o: &Options<'_>, stop: &AtomicBool) -> Result<Outcome, ReserveError> 
         }
     };
     out.schedstat_total_ns = sstat.total;
+    if let (Some(b), Ok(a)) = (&steal_before, KernelSnapshot::read()) {
+        out.host_steal_ns = steal_cpus
+            .iter()
+            .map(|&c| KernelSnapshot::delta(b, &a, c).steal_ns)
+            .fold(Nanos::ZERO, |x, y| x + y);
+    }
     out.trace_events = acct.events;
     out.trace_lost_events = acct.lost_events;
     if let Some(t) = trace {

@@ -71,6 +71,10 @@ pub struct ReserveReport {
     pub charged_total_ns: Option<Nanos>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedstat_charged_total_ns: Option<Nanos>,
+    /// Hypervisor steal on the command's CPUs over the run: what the
+    /// scheduler's clock (and so schedstat) leaves out and the trace keeps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_steal_ns: Option<Nanos>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requested_mean_ns: Option<Nanos>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -151,6 +155,7 @@ impl ReserveReport {
             period_charged_ns: None,
             charged_total_ns: None,
             schedstat_charged_total_ns: None,
+            host_steal_ns: None,
             requested_mean_ns: None,
             controller: None,
             misses: None,
@@ -301,6 +306,7 @@ pub fn fill_record(
                 period_charged_ns: Some(c.charged_ns.clone()),
                 charged_total_ns: Some(c.charged_total_ns),
                 schedstat_charged_total_ns: Some(c.schedstat_total_ns),
+                host_steal_ns: Some(c.host_steal_ns),
                 requested_mean_ns: Some(c.requested_mean_ns),
                 controller: Some(ControllerReport {
                     updates: c.controller_updates,

@@ -647,9 +647,17 @@ fn summary(rec: &Record, a: &Args, spec: &Spec, outcome: &Outcome, notes: &[Stri
                 }
                 let _ = writeln!(
                     w,
-                    "  charged over the run: trace {}, schedstat {}{}",
+                    "  charged over the run: trace {}, schedstat {}{}{}",
                     c.charged_total_ns,
                     c.schedstat_total_ns,
+                    if c.host_steal_ns > Nanos::ZERO {
+                        format!(
+                            " (schedstat leaves out hypervisor steal: {} on the CPU over the run)",
+                            c.host_steal_ns
+                        )
+                    } else {
+                        String::new()
+                    },
                     if c.incomplete_periods > 0 {
                         format!(
                             "; {} period(s) not fully seen ({} events lost)",
