@@ -381,7 +381,13 @@ fn probe_load_is_recorded_and_bounded_by_the_probe() {
         assert_eq!(load["kind"], "cpu", "{verb}: {v}");
         let secs = load["achieved"]["duration_s"].as_f64().unwrap();
         assert!((0.5..1.5).contains(&secs), "{verb}: load ran {secs} s");
-        assert!(load["achieved"]["cpu_s"].as_f64().unwrap() > 0.1, "{load}");
+        // It ran: how much CPU an ordinary thread gets beside a real-time
+        // probe depends on what else the machine runs, so only "some".
+        assert!(load["achieved"]["cpu_s"].as_f64().unwrap() > 0.01, "{load}");
+        assert!(
+            load["achieved"]["work_chunks_per_s"].as_f64().unwrap() > 0.0,
+            "{load}"
+        );
         assert_eq!(v["config"]["load"][0], "cpu:threads=1");
     }
     for verb in ["timer", "noise", "check"] {
