@@ -55,7 +55,7 @@ pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
         }
         other => {
             return Err(ReportError::Input(format!(
-                "--format text renders records of timer, noise, cause, sysinfo and load; this one is of '{other}'"
+                "--format text renders records of timer, noise, cause, sysinfo, load and reserve; this one is of '{other}'"
             )))
         }
     }
