@@ -11,9 +11,10 @@ use punctual_analysis::buffer::{self, Buffering, Compute, Mttf};
 use punctual_analysis::forecast::{Estimate, GapStalls, TailModel, BOOTSTRAP_REPS, BOOTSTRAP_SEED};
 use punctual_analysis::rate::{parse_rate_per_s, parse_usage, Usage};
 use punctual_analysis::sched::{self, SchedReport};
-use punctual_analysis::verdict::{human_secs, latency_like, tally, verdicts_for};
-use punctual_analysis::{profiles, render_verdicts, Profile, Verdict};
+use punctual_analysis::verdict::{human_secs, latency_like, verdicts_for};
+use punctual_analysis::{profiles, Profile, Verdict};
 use punctual_record::{Metric, Record};
+use punctual_report::text::verdict::{render_verdicts, tally};
 use punctual_units::Nanos;
 use serde_json::{json, Value};
 

@@ -7,6 +7,7 @@ pub mod load;
 pub mod platform;
 pub mod probe;
 pub mod reserve;
+pub mod verdict;
 
 use punctual_record::Record;
 
