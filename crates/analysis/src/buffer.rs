@@ -140,7 +140,7 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         );
     }
     assumptions.push(format!(
-        "seed 002's first-order figure beside it, s / P(latency > slack) = {}: one wake-up \
+        "the first-order figure beside it, s / P(latency > slack) = {}: one wake-up \
          per period, independent, nothing carried over, nothing stolen during the compute",
         inv(rate)
             .map(crate::model::human_secs)
@@ -164,7 +164,7 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
             "D_k = finish_k − k·t; D_k+1 = max(L, D_k − t) + c + S, underrun when D > (n−1)·t = {}; \
              L from the record, S = stalls (λ = {:.1}/s) with lengths from {}, arriving {}; \
              P(underrun) = {:.3e} per wake-up → MTTF {}. \
-             Seed 002: slack = (n−1)·t − c = ({}−1)·{} − {} = {}; MTTF = s / P(latency > slack) = {} / {:.3e}",
+             First order: slack = (n−1)·t − c = ({}−1)·{} − {} = {}; MTTF = s / P(latency > slack) = {} / {:.3e}",
             b.buffer_len * (b.buffers.saturating_sub(1) as u64),
             q.stalls.rate_per_s,
             match &q.stalls.noise {
@@ -366,14 +366,18 @@ pub fn packet_sizing(
             .filter(|(_, g)| !g.is_zero())
             .map(|(n, g)| n as f64 / g.as_secs_f64()),
         formula: format!(
-            "buffers = rate × gap, gap = {} exceeded once per {} ({}); seed 003: 655 buffers / 10 ms = 65,500 packets/s",
+            "buffers = rate × gap, gap = {} exceeded once per {} ({})",
             match m.metric {
                 punctual_record::Metric::Latency | punctual_record::Metric::Response =>
                     "sample period + wake-up latency",
                 _ => "the series' own gap",
             },
             crate::model::human_secs(target_s),
-            if gap.extrapolated { "extrapolated" } else { "observed" }
+            if gap.extrapolated {
+                "extrapolated"
+            } else {
+                "observed"
+            }
         ),
         gap,
     }

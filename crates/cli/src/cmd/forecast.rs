@@ -579,7 +579,7 @@ fn forecast_series(
             ));
             let q = &r.queue;
             o.push_str(&format!(
-                "    seed 002 (first order): {:.4} late wake-ups/s → MTTF {}\n",
+                "    first order: {:.4} late wake-ups/s → MTTF {}\n",
                 r.exceedance_rate_per_s,
                 r.seed_mttf_seconds
                     .map(human_secs)
@@ -643,7 +643,7 @@ fn forecast_series(
                 let max_n = (base.buffers + 4).max(8);
                 let rows = buffer::sweep(m, &base, max_n);
                 o.push_str(&format!(
-                    "  MTTF against buffering (t = {}, compute {}; MTTF from the queue model, seed 002's beside it):\n    {:>3} {:>9} {:>9} {:>11} {:>10}  {:<22} {:>10}\n",
+                    "  MTTF against buffering (t = {}, compute {}; MTTF from the queue model, the first-order figure beside it):\n    {:>3} {:>9} {:>9} {:>11} {:>10}  {:<22} {:>10}\n",
                     base.buffer_len,
                     base.compute.at(base.buffer_len),
                     "n", "total", "slack", "P(>slack)", "MTTF", "95% CI", "seed"

@@ -51,8 +51,8 @@ pub struct Args {
     /// Write the run record (JSON) here.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Run the test application of Regehr's augmented-reservation study
-    /// (2001) instead of a command.
+    /// Run the built-in test application (a reserved thread and
+    /// time-sharing competitors on its CPU) instead of a command.
     #[arg(long)]
     test_app: bool,
     /// Several reservations for the test app, AMOUNT/PERIOD each (repeat
