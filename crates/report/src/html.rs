@@ -135,22 +135,6 @@ fn facts(p: &Platform) -> Vec<(String, String)> {
         ("cpufreq governor".into(), o(&p.cpufreq_governor)),
         ("cpufreq min kHz".into(), on(p.cpufreq_min_khz)),
         ("cpufreq max kHz".into(), on(p.cpufreq_max_khz)),
-        ("hypervisor".into(), o(&p.hypervisor)),
-        ("isolcpus".into(), o(&p.isolcpus)),
-        ("nohz_full".into(), o(&p.nohz_full)),
-        (
-            "RT throttling".into(),
-            match (p.rt_runtime_us, p.rt_period_us) {
-                (Some(r), Some(q)) => format!("{r} us / {q} us"),
-                _ => "—".into(),
-            },
-        ),
-        (
-            "IRQ time accounting".into(),
-            p.irq_time_accounting
-                .map(|b| if b { "yes" } else { "no" }.to_string())
-                .unwrap_or_else(|| "—".into()),
-        ),
         (
             "idle states".into(),
             if p.cpuidle_states.is_empty() {
@@ -169,6 +153,22 @@ fn facts(p: &Platform) -> Vec<(String, String)> {
                     .collect::<Vec<_>>()
                     .join(", ")
             },
+        ),
+        ("hypervisor".into(), o(&p.hypervisor)),
+        ("isolcpus".into(), o(&p.isolcpus)),
+        ("nohz_full".into(), o(&p.nohz_full)),
+        (
+            "RT throttling".into(),
+            match (p.rt_runtime_us, p.rt_period_us) {
+                (Some(r), Some(q)) => format!("{r} us / {q} us"),
+                _ => "—".into(),
+            },
+        ),
+        (
+            "IRQ time accounting".into(),
+            p.irq_time_accounting
+                .map(|b| if b { "yes" } else { "no" }.to_string())
+                .unwrap_or_else(|| "—".into()),
         ),
     ];
     for (k, val) in &p.other {
