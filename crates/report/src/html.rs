@@ -112,65 +112,18 @@ fn row(x: &mut Xml, cells: &[String], numeric_from: usize) {
     x.close("tr");
 }
 
-/// The facts that make two runs comparable, as (name, value) rows.
+/// The facts that make two runs comparable, as (name, value) rows: the
+/// list of [`crate::facts::FACTS`], then the record's own others.
 fn facts(p: &Platform) -> Vec<(String, String)> {
-    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".into());
-    let on = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
-    let mut v = vec![
-        ("hostname".into(), o(&p.hostname)),
-        ("CPU model".into(), o(&p.cpu_model)),
-        ("logical CPUs".into(), on(p.logical_cpus.map(u64::from))),
-        ("online CPUs".into(), o(&p.online_cpus)),
-        ("packages".into(), on(p.packages.map(u64::from))),
-        (
-            "threads per core".into(),
-            on(p.threads_per_core.map(u64::from)),
-        ),
-        ("NUMA nodes".into(), on(p.numa_nodes.map(u64::from))),
-        ("kernel".into(), o(&p.kernel)),
-        ("preemption".into(), o(&p.preemption)),
-        ("HZ".into(), on(p.hz.map(u64::from))),
-        ("nohz".into(), o(&p.nohz)),
-        ("clocksource".into(), o(&p.clocksource)),
-        ("cpufreq governor".into(), o(&p.cpufreq_governor)),
-        ("cpufreq min kHz".into(), on(p.cpufreq_min_khz)),
-        ("cpufreq max kHz".into(), on(p.cpufreq_max_khz)),
-        (
-            "idle states".into(),
-            if p.cpuidle_states.is_empty() {
-                "—".into()
-            } else {
-                p.cpuidle_states
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "{} ({} us{})",
-                            s.name,
-                            s.exit_latency_us,
-                            if s.disabled { ", disabled" } else { "" }
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
-        ),
-        ("hypervisor".into(), o(&p.hypervisor)),
-        ("isolcpus".into(), o(&p.isolcpus)),
-        ("nohz_full".into(), o(&p.nohz_full)),
-        (
-            "RT throttling".into(),
-            match (p.rt_runtime_us, p.rt_period_us) {
-                (Some(r), Some(q)) => format!("{r} us / {q} us"),
-                _ => "—".into(),
-            },
-        ),
-        (
-            "IRQ time accounting".into(),
-            p.irq_time_accounting
-                .map(|b| if b { "yes" } else { "no" }.to_string())
-                .unwrap_or_else(|| "—".into()),
-        ),
-    ];
+    let mut v: Vec<(String, String)> = crate::facts::FACTS
+        .iter()
+        .map(|f| {
+            (
+                f.label().to_string(),
+                f.value(p).unwrap_or_else(|| "—".into()),
+            )
+        })
+        .collect();
     for (k, val) in &p.other {
         v.push((k.clone(), val.clone()));
     }
