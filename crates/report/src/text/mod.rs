@@ -3,6 +3,7 @@
 //! the verb printed it.
 
 pub mod cause;
+pub mod forecast;
 pub mod load;
 pub mod platform;
 pub mod probe;
