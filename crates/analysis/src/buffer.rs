@@ -12,98 +12,9 @@ use punctual_units::Nanos;
 use serde::Serialize;
 
 use crate::forecast::{Estimate, ProbEstimate, TailModel};
+pub use crate::model::{Buffering, Compute};
 use crate::queue::{self, QueueForecast};
 use crate::tail::poisson_ci95;
-
-/// Compute per buffer: a time, or a fraction of the buffer length.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Compute {
-    Time(Nanos),
-    Fraction(f64),
-}
-
-impl Compute {
-    pub fn at(&self, buffer_len: Nanos) -> Nanos {
-        match *self {
-            Compute::Time(c) => c,
-            Compute::Fraction(f) => Nanos((buffer_len.0 as f64 * f).round() as u64),
-        }
-    }
-
-    /// `0.5ms` is a time; `25%` or `0.25` is a fraction of the buffer.
-    pub fn parse(text: &str) -> Result<Compute, String> {
-        let t = text.trim();
-        if t.ends_with('%') || t.parse::<f64>().is_ok() {
-            let f = punctual_units::parse_ratio(t)?;
-            if !(0.0..1.0).contains(&f) {
-                return Err(format!(
-                    "compute '{text}' as a fraction of the buffer must be at least 0 and below 1"
-                ));
-            }
-            return Ok(Compute::Fraction(f));
-        }
-        punctual_units::parse_duration(t)
-            .map(Compute::Time)
-            .map_err(|e| format!("compute {e} (or give a fraction such as 25%)"))
-    }
-}
-
-/// n buffers of length t with compute c, serviced once per `service`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Buffering {
-    pub buffers: u32,
-    pub buffer_len: Nanos,
-    pub compute: Compute,
-    /// Time between the consumer's wake-ups; `None` means one per buffer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub service_period: Option<Nanos>,
-}
-
-impl Buffering {
-    pub fn new(buffers: u32, buffer_len: Nanos, compute: Compute) -> Self {
-        Buffering {
-            buffers,
-            buffer_len,
-            compute,
-            service_period: None,
-        }
-    }
-
-    /// (n−1)·t − c, refusing buffers < 1, a zero length, and compute that
-    /// leaves no slack, each with one sentence naming the values.
-    pub fn slack(&self) -> Result<Nanos, String> {
-        if self.buffers < 1 {
-            return Err(format!("buffers {} is less than 1", self.buffers));
-        }
-        if self.buffer_len.is_zero() {
-            return Err("buffer length is zero".to_string());
-        }
-        let c = self.compute.at(self.buffer_len);
-        let tolerance = self.buffer_len * (self.buffers as u64 - 1);
-        if c >= tolerance {
-            return Err(format!(
-                "compute {c} is not less than the buffering it must fit in, \
-                 (n−1)·t = ({}−1)·{} = {tolerance}: there is no slack",
-                self.buffers, self.buffer_len
-            ));
-        }
-        Ok(tolerance - c)
-    }
-
-    pub fn service(&self) -> Nanos {
-        self.service_period.unwrap_or(self.buffer_len)
-    }
-
-    /// Total buffering n·t.
-    pub fn total(&self) -> Nanos {
-        self.buffer_len * self.buffers as u64
-    }
-
-    pub fn label(&self) -> String {
-        format!("{} × {}", self.buffers, self.buffer_len)
-    }
-}
 
 /// Mean time to failure of one buffering on one series.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -229,10 +140,10 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         );
     }
     assumptions.push(format!(
-        "seed 002's first-order figure beside it, s / P(latency > slack) = {}: one wake-up \
+        "the first-order figure beside it, s / P(latency > slack) = {}: one wake-up \
          per period, independent, nothing carried over, nothing stolen during the compute",
         inv(rate)
-            .map(crate::verdict::human_secs)
+            .map(crate::model::human_secs)
             .unwrap_or_else(|| "never".into())
     ));
     Ok(Mttf {
@@ -253,7 +164,7 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
             "D_k = finish_k − k·t; D_k+1 = max(L, D_k − t) + c + S, underrun when D > (n−1)·t = {}; \
              L from the record, S = stalls (λ = {:.1}/s) with lengths from {}, arriving {}; \
              P(underrun) = {:.3e} per wake-up → MTTF {}. \
-             Seed 002: slack = (n−1)·t − c = ({}−1)·{} − {} = {}; MTTF = s / P(latency > slack) = {} / {:.3e}",
+             First order: slack = (n−1)·t − c = ({}−1)·{} − {} = {}; MTTF = s / P(latency > slack) = {} / {:.3e}",
             b.buffer_len * (b.buffers.saturating_sub(1) as u64),
             q.stalls.rate_per_s,
             match &q.stalls.noise {
@@ -266,7 +177,7 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
                 "as a Poisson process"
             },
             q.underrun_probability,
-            inv(model_rate).map(crate::verdict::human_secs).unwrap_or_else(|| "never".into()),
+            inv(model_rate).map(crate::model::human_secs).unwrap_or_else(|| "never".into()),
             b.buffers, b.buffer_len, c, slack, service, p.probability
         ),
         seed_mttf_seconds: inv(rate),
@@ -455,14 +366,18 @@ pub fn packet_sizing(
             .filter(|(_, g)| !g.is_zero())
             .map(|(n, g)| n as f64 / g.as_secs_f64()),
         formula: format!(
-            "buffers = rate × gap, gap = {} exceeded once per {} ({}); seed 003: 655 buffers / 10 ms = 65,500 packets/s",
+            "buffers = rate × gap, gap = {} exceeded once per {} ({})",
             match m.metric {
                 punctual_record::Metric::Latency | punctual_record::Metric::Response =>
                     "sample period + wake-up latency",
                 _ => "the series' own gap",
             },
-            crate::verdict::human_secs(target_s),
-            if gap.extrapolated { "extrapolated" } else { "observed" }
+            crate::model::human_secs(target_s),
+            if gap.extrapolated {
+                "extrapolated"
+            } else {
+                "observed"
+            }
         ),
         gap,
     }

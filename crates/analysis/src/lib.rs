@@ -11,6 +11,7 @@ pub mod buffer;
 pub mod compare;
 pub mod forecast;
 pub mod gpd;
+pub mod model;
 pub mod periodic;
 pub mod profiles;
 pub mod queue;
@@ -20,11 +21,11 @@ pub mod sched;
 pub mod tail;
 pub mod verdict;
 
-pub use buffer::{Buffering, Compute};
 pub use forecast::{Estimate, ProbEstimate, TailModel};
+pub use model::{Buffering, Compute};
 pub use profiles::Profile;
 pub use punctual_record::{VerdictBasis, VerdictEntry, VerdictState};
-pub use verdict::{render_verdicts, verdicts, Verdict};
+pub use verdict::{verdicts, Verdict};
 
 /// Seconds in the spans that the worst-case table reports.
 pub const HOUR_S: f64 = 3600.0;

@@ -7,7 +7,7 @@
 use punctual_units::{parse_duration, Nanos};
 use serde::{Deserialize, Serialize};
 
-use crate::buffer::{Buffering, Compute};
+use crate::model::{Buffering, Compute};
 
 /// The shipped profiles file, verbatim.
 pub const BUILTIN_TOML: &str = include_str!("../../../profiles/profiles.toml");

@@ -34,7 +34,7 @@
 use punctual_units::Nanos;
 use serde::Serialize;
 
-use crate::buffer::Buffering;
+use crate::model::Buffering;
 use crate::tail::Tail;
 
 /// Grid cells across (n−1)·t (but at least `MIN_CELLS_PER_T` per t): the
@@ -1074,7 +1074,7 @@ pub fn assumptions(q: &QueueForecast) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buffer::Compute;
+    use crate::model::Compute;
     use punctual_record::{Metric, Recorder};
 
     fn tail_of(values: impl IntoIterator<Item = u64>) -> Tail {

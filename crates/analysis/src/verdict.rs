@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::buffer::{least_buffers, mttf, Buffering, Mttf};
 use crate::forecast::{GapStalls, TailModel};
+pub use crate::model::human_secs;
 use crate::profiles::Profile;
 
 /// The outcome for one profile on one record.
@@ -184,7 +185,7 @@ fn tail_models(record: &Record) -> Vec<TailModel> {
 /// shortest MTTF for each. Empty when the record has no usable series.
 ///
 /// ```
-/// use punctual_analysis::{profiles, render_verdicts, verdicts};
+/// use punctual_analysis::{profiles, verdicts};
 /// use punctual_record::{Metric, Platform, Record, Recorder, Source, VerdictState};
 /// use punctual_units::Nanos;
 ///
@@ -205,7 +206,6 @@ fn tail_models(record: &Record) -> Vec<TailModel> {
 /// let modem = v.iter().find(|v| v.profile == "soft modem 16 ms × 6").unwrap();
 /// assert_eq!(modem.state, VerdictState::Inconclusive);
 /// assert!(modem.measure_more_seconds.unwrap() > 3600.0);
-/// println!("{}", render_verdicts(&v));
 /// ```
 pub fn verdicts(record: &Record, profiles: &[Profile]) -> Vec<Verdict> {
     verdicts_for(&models(record), profiles)
@@ -412,36 +412,6 @@ fn fix_for(models: &[TailModel], all: &[Profile], p: &Profile, target_s: f64) ->
     }
 }
 
-/// Seconds in the unit a person would say: 850 ms, 4 min, 3.2 h, 12 d.
-pub fn human_secs(s: f64) -> String {
-    if !s.is_finite() {
-        return "never".to_string();
-    }
-    if s > 1000.0 * 365.25 * 86_400.0 {
-        return "> 1000 years".to_string();
-    }
-    let (v, unit) = if s < 1e-3 {
-        (s * 1e6, "µs")
-    } else if s < 1.0 {
-        (s * 1e3, "ms")
-    } else if s < 120.0 {
-        (s, "s")
-    } else if s < 7200.0 {
-        (s / 60.0, "min")
-    } else if s < 2.0 * 86_400.0 {
-        (s / 3600.0, "h")
-    } else if s < 365.0 * 86_400.0 {
-        (s / 86_400.0, "d")
-    } else {
-        (s / (365.25 * 86_400.0), "years")
-    };
-    if v >= 10.0 || (v - v.round()).abs() < 0.05 {
-        format!("{v:.0} {unit}")
-    } else {
-        format!("{v:.1} {unit}")
-    }
-}
-
 /// A margin as people say it: 1.4×, 74×, > 1000×.
 fn ratio_text(r: f64) -> String {
     if r >= 1000.0 {
@@ -451,38 +421,6 @@ fn ratio_text(r: f64) -> String {
     } else {
         format!("{r:.1}×")
     }
-}
-
-/// The verdicts as terminal lines: a mark, then the sentence.
-pub fn render_verdicts(v: &[Verdict]) -> String {
-    let mut out = String::new();
-    for x in v {
-        out.push_str(&format!("  {} {}\n", mark(x.state), x.message));
-        if let Some(n) = &x.note {
-            out.push_str(&format!("       not representative: {n}\n"));
-        }
-    }
-    out
-}
-
-/// The four-character mark before a verdict line.
-pub fn mark(s: VerdictState) -> &'static str {
-    match s {
-        VerdictState::Meets => "ok  ",
-        VerdictState::Misses => "MISS",
-        VerdictState::Inconclusive => "??  ",
-    }
-}
-
-/// "3 meet, 2 miss, 21 inconclusive": the counts a heading gives.
-pub fn tally(v: &[Verdict]) -> String {
-    let n = |s: VerdictState| v.iter().filter(|x| x.state == s).count();
-    format!(
-        "{} meet, {} miss, {} inconclusive",
-        n(VerdictState::Meets),
-        n(VerdictState::Misses),
-        n(VerdictState::Inconclusive)
-    )
 }
 
 #[cfg(test)]

@@ -91,6 +91,10 @@ fn case(name: &'static str, args: &[&str], outputs: &[&'static str]) -> Case {
 const IDLE: &str = "crates/report/tests/fixtures/timer-idle.json";
 const LOAD: &str = "crates/report/tests/fixtures/timer-load.json";
 const RSIM: &str = "crates/report/tests/fixtures/reserve-sim.json";
+/// Records of live `reserve` runs: the test app under a feedback
+/// reservation, and a command under a plain one.
+const RFB: &str = "crates/report/tests/fixtures/reserve-feedback.json";
+const RCMD: &str = "crates/report/tests/fixtures/reserve-command.json";
 
 fn cases() -> Vec<Case> {
     let mut v = vec![
@@ -229,6 +233,16 @@ fn cases() -> Vec<Case> {
     v.push(case(
         "report-idle-text",
         &["report", IDLE, "--format", "text"],
+        &[],
+    ));
+    v.push(case(
+        "report-reserve-feedback-text",
+        &["report", RFB, "--format", "text"],
+        &[],
+    ));
+    v.push(case(
+        "report-reserve-command-text",
+        &["report", RCMD, "--format", "text"],
         &[],
     ));
     v.push(case(

@@ -324,6 +324,14 @@ fn hrtick_is_enabled_for_the_run_or_refused_with_the_reason() {
     );
 }
 
+/// The saved record, read back with `report --format text`, prints what
+/// the run printed.
+fn assert_reads_back_as_printed(json: &Path, printed: &str) {
+    let (code, text, err) = run(&["report", json.to_str().unwrap(), "--format", "text"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(text, printed);
+}
+
 fn live_run(mode: &str, extra: &[&str]) -> Option<serde_json::Value> {
     let _g = lock();
     if let Some(r) = live_skip_reason(true) {
@@ -362,6 +370,7 @@ fn live_run(mode: &str, extra: &[&str]) -> Option<serde_json::Value> {
     );
     assert_eq!(load_balance(&root), "1");
     assert_totals_not_negative();
+    assert_reads_back_as_printed(&json, &out);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["kind"], "reserve");
@@ -536,6 +545,7 @@ fn a_command_runs_under_the_reservation_and_is_charged() {
         "while :; do :; done",
     ]);
     assert_eq!(code, 0, "{out}\n{err}");
+    assert_reads_back_as_printed(&json, &out);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let s = &v["period_summary"][0];

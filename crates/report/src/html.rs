@@ -112,65 +112,18 @@ fn row(x: &mut Xml, cells: &[String], numeric_from: usize) {
     x.close("tr");
 }
 
-/// The facts that make two runs comparable, as (name, value) rows.
+/// The facts that make two runs comparable, as (name, value) rows: the
+/// list of [`crate::facts::FACTS`], then the record's own others.
 fn facts(p: &Platform) -> Vec<(String, String)> {
-    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".into());
-    let on = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
-    let mut v = vec![
-        ("hostname".into(), o(&p.hostname)),
-        ("CPU model".into(), o(&p.cpu_model)),
-        ("logical CPUs".into(), on(p.logical_cpus.map(u64::from))),
-        ("online CPUs".into(), o(&p.online_cpus)),
-        ("packages".into(), on(p.packages.map(u64::from))),
-        (
-            "threads per core".into(),
-            on(p.threads_per_core.map(u64::from)),
-        ),
-        ("NUMA nodes".into(), on(p.numa_nodes.map(u64::from))),
-        ("kernel".into(), o(&p.kernel)),
-        ("preemption".into(), o(&p.preemption)),
-        ("HZ".into(), on(p.hz.map(u64::from))),
-        ("nohz".into(), o(&p.nohz)),
-        ("clocksource".into(), o(&p.clocksource)),
-        ("cpufreq governor".into(), o(&p.cpufreq_governor)),
-        ("cpufreq min kHz".into(), on(p.cpufreq_min_khz)),
-        ("cpufreq max kHz".into(), on(p.cpufreq_max_khz)),
-        ("hypervisor".into(), o(&p.hypervisor)),
-        ("isolcpus".into(), o(&p.isolcpus)),
-        ("nohz_full".into(), o(&p.nohz_full)),
-        (
-            "RT throttling".into(),
-            match (p.rt_runtime_us, p.rt_period_us) {
-                (Some(r), Some(q)) => format!("{r} us / {q} us"),
-                _ => "—".into(),
-            },
-        ),
-        (
-            "IRQ time accounting".into(),
-            p.irq_time_accounting
-                .map(|b| if b { "yes" } else { "no" }.to_string())
-                .unwrap_or_else(|| "—".into()),
-        ),
-        (
-            "idle states".into(),
-            if p.cpuidle_states.is_empty() {
-                "—".into()
-            } else {
-                p.cpuidle_states
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "{} ({} us{})",
-                            s.name,
-                            s.exit_latency_us,
-                            if s.disabled { ", disabled" } else { "" }
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
-        ),
-    ];
+    let mut v: Vec<(String, String)> = crate::facts::FACTS
+        .iter()
+        .map(|f| {
+            (
+                f.label().to_string(),
+                f.value(p).unwrap_or_else(|| "—".into()),
+            )
+        })
+        .collect();
     for (k, val) in &p.other {
         v.push((k.clone(), val.clone()));
     }
@@ -480,7 +433,7 @@ fn section_tails(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut ta
         "p",
         &[("class", "note")],
         &format!(
-            "Log-log exceedance: the fraction of samples at or above each value (seed 002 Figures 4–5). Dashed verticals mark the smallest slack of each workload profile, (n−1)·t − c with n = 2, the shortest buffer t and compute c = {:.0}% of t: a curve still high at a mark misses that profile's deadlines often.",
+            "Log-log exceedance: the fraction of samples at or above each value. Dashed verticals mark the smallest slack of each workload profile, (n−1)·t − c with n = 2, the shortest buffer t and compute c = {:.0}% of t: a curve still high at a mark misses that profile's deadlines often.",
             o.compute_fraction * 100.0
         ),
     );
@@ -665,7 +618,7 @@ fn section_histograms(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
         "p",
         &[("class", "note")],
         &format!(
-            "Counts in up to {LOG_BINS} bins of equal width on a logarithmic axis, from the smallest to the largest value plotted (never narrower than the record's resolution); several records share each bin side by side (seed 000 plotted times between callbacks in fixed buckets; a log axis shows the body and the tail of a latency distribution at once). Count axis is logarithmic when the counts span more than two decades. CSV and hist exports keep fixed buckets (--bucket)."
+            "Counts in up to {LOG_BINS} bins of equal width on a logarithmic axis, from the smallest to the largest value plotted (never narrower than the record's resolution); several records share each bin side by side (a log axis shows the body and the tail of a latency distribution at once). Count axis is logarithmic when the counts span more than two decades. CSV and hist exports keep fixed buckets (--bucket)."
         ),
     );
     x.open("div", &[("class", "grid2")]);
@@ -782,7 +735,7 @@ fn section_mttf(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tai
         "p",
         &[("class", "note")],
         &format!(
-            "Profile {}: buffers of {}–{}, {}–{} of them, compute {:.0}% of a buffer. MTTF = t / P(latency > (n−1)·t − c) (seed 002 section 5.1, Figures 6–7; computed by punctual_analysis). Red line: target {}. Dashed lines: fewer than 10 samples exceeded the slack, so the probability comes from the fitted tail. Missing points: no underrun observed or predicted at that buffering. With several records, one buffer length (the middle one) per record, in the record's colour. The axis stops at 100 years: points drawn on its top edge are beyond it. Where the model's MTTF fell as buffering grew (the fitted tail taking over from the counted one), the smaller buffering is drawn at the larger one's MTTF, since more buffering cannot underrun more often; the legend counts such points.",
+            "Profile {}: buffers of {}–{}, {}–{} of them, compute {:.0}% of a buffer. MTTF = t / P(latency > (n−1)·t − c) (computed by punctual_analysis). Red line: target {}. Dashed lines: fewer than 10 samples exceeded the slack, so the probability comes from the fitted tail. Missing points: no underrun observed or predicted at that buffering. With several records, one buffer length (the middle one) per record, in the record's colour. The axis stops at 100 years: points drawn on its top edge are beyond it. Where the model's MTTF fell as buffering grew (the fitted tail taking over from the counted one), the smaller buffering is drawn at the larger one's MTTF, since more buffering cannot underrun more often; the legend counts such points.",
             p.name,
             p.t_min,
             p.t_max,
@@ -1316,7 +1269,7 @@ fn section_periods(x: &mut Xml, inputs: &[Input], o: &HtmlOptions) {
     x.leaf(
         "p",
         &[("class", "note")],
-        "Each bar is one period: time received (blue) and time stolen (vermillion) stacked; the black line is the amount requested. The strip above the plot is green for a met deadline and red for a miss (seed 004 Figure 11.4).",
+        "Each bar is one period: time received (blue) and time stolen (vermillion) stacked; the black line is the amount requested. The strip above the plot is green for a met deadline and red for a miss.",
     );
     let any_summary = inputs.iter().any(|i| !i.record.period_summary.is_empty());
     if any_summary {
@@ -1483,7 +1436,7 @@ fn section_timeline(x: &mut Xml, inputs: &[Input]) {
     x.leaf(
         "p",
         &[("class", "note")],
-        "Which thread had each CPU when, over the start of the simulated run: blue bars are a thread running, vermillion bars are time stolen from threads by interrupts, DPCs or the hypervisor (seed 004 Figures 11.1/11.2). Hover a bar for its name, start and length.",
+        "Which thread had each CPU when, over the start of the simulated run: blue bars are a thread running, vermillion bars are time stolen from threads by interrupts, DPCs or the hypervisor. Hover a bar for its name, start and length.",
     );
     for (label, (chart, n, dropped)) in charts {
         x.fragment(chart.render());

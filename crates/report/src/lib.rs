@@ -8,6 +8,7 @@
 //! the caller's business, so a failed render never leaves half a file.
 
 pub mod csv;
+pub mod facts;
 pub mod hist;
 pub mod hlog;
 pub mod html;

@@ -57,6 +57,11 @@ pub struct KernelFacts {
 /// Everything a reserve run adds to its record's `extra`, one field per key.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReserveReport {
+    /// What the run printed about how the reservation is enforced (the
+    /// tick, HRTICK, who stops the thread), so the record prints as the
+    /// run did.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     pub hrtick_before: Hrtick,
     pub hrtick_during: Hrtick,
     /// Always written: `null` when the kernel config is not readable.
@@ -86,6 +91,10 @@ pub struct ReserveReport {
     /// A command's exit status (`null` when it died of a signal).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<Option<i32>>,
+    /// A command's: punctual ended it at `--duration` (its exit status is
+    /// then not a failure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_by_punctual: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub background: Option<Vec<Background>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,12 +150,14 @@ pub struct ReservationReport {
     pub admitted_ns: Nanos,
     pub requested_mean_ns: Nanos,
     pub charged_total_ns: Nanos,
+    pub controller_updates: u64,
     pub controller_overhead_ns: Nanos,
 }
 
 impl ReserveReport {
     fn new(k: &KernelFacts, received_source: &str) -> ReserveReport {
         ReserveReport {
+            notes: Vec::new(),
             hrtick_before: k.hrtick_before.clone(),
             hrtick_during: k.hrtick_during.clone(),
             hz: k.hz,
@@ -161,6 +172,7 @@ impl ReserveReport {
             misses: None,
             trace: None,
             exit_code: None,
+            ended_by_punctual: None,
             background: None,
             constraint: None,
             placement: None,
@@ -239,6 +251,7 @@ pub fn fill_record(
                     admitted_ns: p.runtime_ns,
                     requested_mean_ns: o.requested_mean_ns,
                     charged_total_ns: o.charged_total_ns,
+                    controller_updates: o.controller_updates,
                     controller_overhead_ns: o.controller_overhead_ns,
                 });
             }
@@ -328,6 +341,7 @@ pub fn fill_record(
                     incomplete_periods: c.incomplete_periods,
                 }),
                 exit_code: Some(c.exit_code),
+                ended_by_punctual: Some(c.ended_by_us),
                 ..ReserveReport::new(kernel, c.received_source)
             }
         }

@@ -96,7 +96,7 @@ pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
         "\n== verdicts for {} workload profiles: {} (decided only when the whole 95% CI of the \
          MTTF is on one side of the target; {from}; `punctual forecast` explains each)",
         v.len(),
-        punctual_analysis::verdict::tally(&v)
+        punctual_report::text::verdict::tally(&v)
     );
     if let Some(why) = &why {
         println!("   NOT REPRESENTATIVE: {why}");
@@ -116,7 +116,7 @@ fn render_verdicts_compact(v: &[punctual_analysis::Verdict]) -> String {
     for x in v {
         out.push_str(&format!(
             "  {} {}\n",
-            punctual_analysis::verdict::mark(x.state),
+            punctual_report::text::verdict::mark(x.state),
             x.message
         ));
     }

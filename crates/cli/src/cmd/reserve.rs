@@ -51,8 +51,8 @@ pub struct Args {
     /// Write the run record (JSON) here.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Run the test application of Regehr's augmented-reservation study
-    /// (2001) instead of a command.
+    /// Run the built-in test application (a reserved thread and
+    /// time-sharing competitors on its CPU) instead of a command.
     #[arg(long)]
     test_app: bool,
     /// Several reservations for the test app, AMOUNT/PERIOD each (repeat
@@ -459,13 +459,13 @@ pub fn run(a: Args) -> CliResult {
     let mut report = record::fill_record(&mut rec, &settings, &spec, &outcome, &facts);
     report.teardown_wait = teardown.quiesce.clone();
     report.root_domain_repair = teardown.repair.clone().ok().flatten();
+    report.notes = notes;
     report.write_into(&mut rec);
     rec.warnings.extend(warnings);
     if let Some(p) = &a.json {
         crate::output::write_record(&rec, p)?;
     }
-    let mut text = summary(&rec, &a, &spec, &outcome, &notes);
-    text.push_str(&punctual_report::text::load::load_lines(&rec));
+    let text = punctual_report::text::render(&rec).map_err(|e| CliError::runtime(e.to_string()))?;
     // A closed pipe (| head) must not turn a finished run into a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     if let Outcome::Cmd(c) = &outcome {
@@ -478,228 +478,4 @@ pub fn run(a: Args) -> CliResult {
         }
     }
     Ok(())
-}
-
-fn summary(rec: &Record, a: &Args, spec: &Spec, outcome: &Outcome, notes: &[String]) -> String {
-    use std::fmt::Write;
-    let mut w = String::new();
-    let pct = |x: f64| format!("{:.2}%", x * 100.0);
-    let place = match a.cpu {
-        Some(c) => format!("CPU {c} (exclusive cpuset partition for the run)"),
-        None => "any CPU (global EDF)".into(),
-    };
-    let mode = match spec.mode {
-        Mode::Feedback => format!("feedback (G={})", spec.gain_ratio),
-        m => m.name().to_string(),
-    };
-    if let Outcome::Several(v) = outcome {
-        let _ = writeln!(
-            w,
-            "reserve: {} reservations, mode {mode}, over-reserve {:+.0}%, each in a one-CPU partition",
-            v.len(),
-            spec.over_reserve_ratio * 100.0
-        );
-        for n in notes {
-            let _ = writeln!(w, "  {n}");
-        }
-        for (p, o) in v {
-            let s = &o.summary;
-            let n = s.periods.max(1);
-            let _ = writeln!(w,
-                "  {} {}/{} on CPU {}: {} periods, {} missed ({:.2}%), received/reserved mean {:.3}, stolen {:.2}%",
-                s.task,
-                s.reserved_ns,
-                p.period_ns,
-                p.cpu,
-                s.periods,
-                s.misses,
-                s.misses as f64 / n as f64 * 100.0,
-                s.received_total_ns.0 as f64 / (s.reserved_ns.0 as f64 * n as f64),
-                o.stolen.fraction * 100.0
-            );
-            if spec.mode == Mode::Feedback {
-                let _ = writeln!(
-                    w,
-                    "    controller: runtime mean {}, {} updates, overhead {}",
-                    o.requested_mean_ns, o.controller_updates, o.controller_overhead_ns
-                );
-            }
-        }
-        for warn in &rec.warnings {
-            let _ = writeln!(w, "  warning: {}", warn.message());
-        }
-        return w;
-    }
-    let _ = writeln!(w,
-        "reserve: {} every {} (deadline {}), mode {mode}, over-reserve {:+.0}% -> asks {} (max {}), on {place}",
-        spec.budget,
-        spec.period,
-        spec.deadline,
-        spec.over_reserve_ratio * 100.0,
-        spec.target(),
-        spec.max_budget
-    );
-    for n in notes {
-        let _ = writeln!(w, "  {n}");
-    }
-    let s = match rec.period_summary.first() {
-        Some(s) => s,
-        None => return w,
-    };
-    let miss = s.misses as f64 / s.periods.max(1) as f64;
-    let _ = writeln!(
-        w,
-        "  {} periods in {}, {} missed ({})",
-        s.periods,
-        rec.duration_ns,
-        s.misses,
-        pct(miss)
-    );
-    let ratio = s.received_total_ns.0 as f64 / (s.reserved_ns.0 as f64 * s.periods.max(1) as f64);
-    match outcome {
-        Outcome::App(o) => {
-            let _ = writeln!(w,
-                "  received/reserved mean {ratio:.3}; stolen {} of the time owed ({} gaps, longest {})",
-                pct(o.stolen.fraction),
-                o.stolen.intervals,
-                o.stolen.max_ns
-            );
-            let per = |n: Nanos| Nanos(n.0 / s.periods.max(1));
-            let _ = writeln!(
-                w,
-                "  per period: received {}, charged {}, requested {}",
-                per(s.received_total_ns),
-                per(o.charged_total_ns),
-                o.requested_mean_ns
-            );
-            if spec.mode == Mode::Feedback {
-                let reserved_total = spec.budget.0 as f64 * s.periods.max(1) as f64;
-                let _ = writeln!(w,
-                    "  controller: {} updates, {} applied, {} refused by admission, overhead {} ({:.4}% of reserved CPU)",
-                    o.controller_updates,
-                    o.controller_applied,
-                    o.setattr_refusals,
-                    o.controller_overhead_ns,
-                    o.controller_overhead_ns.0 as f64 / reserved_total * 100.0
-                );
-            }
-            if !o.enforce_overhead_ns.is_zero() {
-                let reserved_total = spec.budget.0 as f64 * s.periods.max(1) as f64;
-                let _ = writeln!(
-                    w,
-                    "  self-enforcement: CPU clock reads cost {} ({:.4}% of reserved CPU)",
-                    o.enforce_overhead_ns,
-                    o.enforce_overhead_ns.0 as f64 / reserved_total * 100.0
-                );
-            }
-            for b in &o.background {
-                let _ = writeln!(
-                    w,
-                    "  competitor {}: received {} of {}",
-                    b.name,
-                    pct(b.received_ns.0 as f64 / b.observed_ns.0.max(1) as f64),
-                    b.observed_ns
-                );
-            }
-            if let Some(c) = &o.constraint {
-                match &c.decision {
-                    punctual_reserve::constraint::Decision::Granted => {
-                        let _ = writeln!(
-                            w,
-                            "  constraint {}@{}..{}: granted; {}",
-                            c.estimate_ns,
-                            c.start_ns,
-                            c.deadline_ns,
-                            match c.completed_at_ns {
-                                Some(t) => format!(
-                                    "done at {t}, deadline {}",
-                                    if c.met_deadline { "met" } else { "MISSED" }
-                                ),
-                                None => "did not complete".into(),
-                            }
-                        );
-                    }
-                    punctual_reserve::constraint::Decision::Denied { reason } => {
-                        let _ = writeln!(
-                            w,
-                            "  constraint {}@{}..{}: denied up front: {reason}",
-                            c.estimate_ns, c.start_ns, c.deadline_ns
-                        );
-                    }
-                }
-            }
-        }
-        Outcome::Several(_) => {}
-        Outcome::Cmd(c) => {
-            let per = |n: Nanos| Nanos(n.0 / s.periods.max(1));
-            if c.received_source == "trace" {
-                let _ = writeln!(w,
-                    "  received/reserved mean {ratio:.3} (from the kernel trace: charged {} per period, of which stolen by interrupts {}, {})",
-                    per(c.charged_total_ns),
-                    per(s.stolen_total_ns),
-                    pct(s.stolen_total_ns.0 as f64 / c.charged_total_ns.0.max(1) as f64)
-                );
-                if s.misses > 0 {
-                    let _ = writeln!(w,
-                        "  missed periods: {} charged less than the budget by the kernel (stopped short: tick enforcement repays an earlier overrun), {} charged enough but robbed by interrupts",
-                        c.misses_short_charged, c.misses_stolen
-                    );
-                }
-                let _ = writeln!(
-                    w,
-                    "  charged over the run: trace {}, schedstat {}{}{}",
-                    c.charged_total_ns,
-                    c.schedstat_total_ns,
-                    if c.host_steal_ns > Nanos::ZERO {
-                        format!(
-                            " (schedstat leaves out hypervisor steal: {} on the CPU over the run)",
-                            c.host_steal_ns
-                        )
-                    } else {
-                        String::new()
-                    },
-                    if c.incomplete_periods > 0 {
-                        format!(
-                            "; {} period(s) not fully seen ({} events lost)",
-                            c.incomplete_periods, c.trace_lost_events
-                        )
-                    } else {
-                        String::new()
-                    }
-                );
-            } else {
-                let _ = writeln!(w,
-                    "  charged/reserved mean {ratio:.3} (charged CPU time from schedstat: without the kernel trace, stolen time is not visible)"
-                );
-            }
-            if spec.mode == Mode::Feedback && c.received_source == "trace" {
-                let reserved_total = spec.budget.0 as f64 * s.periods.max(1) as f64;
-                let _ = writeln!(w,
-                    "  controller: runtime mean {} (target {}), {} updates, {} applied by sched_setattr, {} refused by admission, overhead {} ({:.4}% of reserved CPU)",
-                    c.requested_mean_ns,
-                    spec.target(),
-                    c.controller_updates,
-                    c.controller_applied,
-                    c.setattr_refusals,
-                    c.controller_overhead_ns,
-                    c.controller_overhead_ns.0 as f64 / reserved_total * 100.0
-                );
-            }
-            if let Some(code) = c.exit_code {
-                let _ = writeln!(
-                    w,
-                    "  command exited with status {code}{}",
-                    if c.ended_by_us {
-                        " (ended by punctual at --duration)"
-                    } else {
-                        ""
-                    }
-                );
-            }
-        }
-    }
-    for warn in &rec.warnings {
-        let _ = writeln!(w, "  warning: {}", warn.message());
-    }
-    w
 }

@@ -472,7 +472,7 @@ pub fn run(a: Args) -> CliResult {
     println!(
         "  MTTF queue: the forecast (backlog carried across periods, stalls during the compute; \
          docs/forecast.md §3), L from the timer record and {first}; MTTF seed: s / P(latency > \
-         slack) (seed 002); predicted: queue rate × consumer time; observed: wake-ups whose \
+         slack) (first order); predicted: queue rate × consumer time; observed: wake-ups whose \
          buffer missed its deadline; ratio = observed / predicted (queue, seed); within×2 judges \
          the queue forecast where ≥ 10 were observed; stalls/s: stalls per second of running \
          time; after |: the queue forecast with {other}"

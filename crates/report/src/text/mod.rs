@@ -3,9 +3,12 @@
 //! the verb printed it.
 
 pub mod cause;
+pub mod forecast;
 pub mod load;
 pub mod platform;
 pub mod probe;
+pub mod reserve;
+pub mod verdict;
 
 use punctual_record::Record;
 
@@ -13,8 +16,8 @@ use crate::ReportError;
 
 /// What the verb that made `rec` printed: its standard output followed by
 /// the warnings block it printed on standard error (`timer`, `noise`).
-/// Records of the probe verbs (`timer`, `noise`, `cause`), `sysinfo` and
-/// `load` are rendered; others are refused with one sentence.
+/// Records of the probe verbs (`timer`, `noise`, `cause`), `sysinfo`,
+/// `load` and `reserve` are rendered; others are refused with one sentence.
 pub fn render(rec: &Record) -> Result<String, ReportError> {
     let (mut out, warnings) = render_split(rec)?;
     out.push_str(&warnings);
@@ -48,9 +51,13 @@ pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
             out.push_str(&probe::warnings_block(rec));
         }
         "load" => out.push_str(&load::reports(&rec.load)),
+        "reserve" => {
+            out.push_str(&reserve::summary(rec));
+            out.push_str(&load::load_lines(rec));
+        }
         other => {
             return Err(ReportError::Input(format!(
-                "--format text renders records of timer, noise, cause, sysinfo and load; this one is of '{other}'"
+                "--format text renders records of timer, noise, cause, sysinfo, load and reserve; this one is of '{other}'"
             )))
         }
     }

@@ -3,93 +3,92 @@
 
 use punctual_record::Platform;
 
-fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref()
-        .map(|x| x.to_string())
-        .unwrap_or_else(|| "unknown".into())
+use crate::facts::Fact;
+
+/// The terminal's lines: each renders a run of consecutive facts of
+/// [`crate::facts::FACTS`], all of them in order (a test checks it).
+const LINES: [(&str, &[Fact]); 14] = [
+    ("host", &[Fact::Host]),
+    ("cpu model", &[Fact::CpuModel]),
+    (
+        "cpus",
+        &[
+            Fact::LogicalCpus,
+            Fact::OnlineCpus,
+            Fact::Packages,
+            Fact::ThreadsPerCore,
+            Fact::NumaNodes,
+        ],
+    ),
+    ("kernel", &[Fact::Kernel]),
+    ("preemption", &[Fact::Preemption]),
+    ("tick", &[Fact::Hz, Fact::Nohz]),
+    ("clocksource", &[Fact::Clocksource]),
+    (
+        "cpufreq",
+        &[
+            Fact::CpufreqGovernor,
+            Fact::CpufreqMinKhz,
+            Fact::CpufreqMaxKhz,
+        ],
+    ),
+    ("cpuidle", &[Fact::IdleStates]),
+    ("virtualization", &[Fact::Hypervisor]),
+    ("isolcpus", &[Fact::Isolcpus]),
+    ("nohz_full", &[Fact::NohzFull]),
+    ("rt throttling", &[Fact::RtThrottling]),
+    ("irq time accounting", &[Fact::IrqTimeAccounting]),
+];
+
+/// One line's value: its facts as a sentence, "unknown" for what the
+/// record does not know.
+fn line(facts: &[Fact], p: &Platform) -> String {
+    let v = |f: Fact| f.value(p).unwrap_or_else(|| "unknown".into());
+    match facts[0] {
+        Fact::LogicalCpus => format!(
+            "{} logical, online {}, {} package(s), {} thread(s) per core, {} NUMA node(s)",
+            v(Fact::LogicalCpus),
+            v(Fact::OnlineCpus),
+            v(Fact::Packages),
+            v(Fact::ThreadsPerCore),
+            v(Fact::NumaNodes)
+        ),
+        Fact::Hz => format!("HZ={} nohz={}", v(Fact::Hz), v(Fact::Nohz)),
+        Fact::CpufreqGovernor => match Fact::CpufreqGovernor.value(p) {
+            Some(g) => format!(
+                "{g}, {}-{} kHz",
+                v(Fact::CpufreqMinKhz),
+                v(Fact::CpufreqMaxKhz)
+            ),
+            None => "no cpufreq driver (frequency not controlled by the guest/OS)".into(),
+        },
+        Fact::IdleStates => Fact::IdleStates
+            .value(p)
+            .unwrap_or_else(|| "no cpuidle states".into()),
+        Fact::Hypervisor => Fact::Hypervisor
+            .value(p)
+            .unwrap_or_else(|| "none detected".into()),
+        f @ (Fact::Isolcpus | Fact::NohzFull) => f.value(p).unwrap_or_else(|| "none".into()),
+        Fact::RtThrottling => match (p.rt_runtime_us, p.rt_period_us) {
+            (Some(-1), _) => "off (sched_rt_runtime_us=-1)".into(),
+            (Some(r), Some(per)) => format!("{r} us of every {per} us for real-time tasks"),
+            _ => "unknown".into(),
+        },
+        Fact::IrqTimeAccounting => match p.irq_time_accounting {
+            Some(true) => "yes".into(),
+            Some(false) => "no (irq time is charged to the interrupted task)".into(),
+            None => "unknown".into(),
+        },
+        f => v(f),
+    }
 }
 
 /// The facts as aligned `name: value` lines.
 pub fn platform_text(p: &Platform, all_irqs: bool) -> String {
-    let mut rows: Vec<(&str, String)> = vec![
-        ("host", opt(&p.hostname)),
-        ("cpu model", opt(&p.cpu_model)),
-        (
-            "cpus",
-            format!(
-                "{} logical, online {}, {} package(s), {} thread(s) per core, {} NUMA node(s)",
-                opt(&p.logical_cpus),
-                opt(&p.online_cpus),
-                opt(&p.packages),
-                opt(&p.threads_per_core),
-                opt(&p.numa_nodes)
-            ),
-        ),
-        ("kernel", opt(&p.kernel)),
-        ("preemption", opt(&p.preemption)),
-        ("tick", format!("HZ={} nohz={}", opt(&p.hz), opt(&p.nohz))),
-        ("clocksource", opt(&p.clocksource)),
-        (
-            "cpufreq",
-            match &p.cpufreq_governor {
-                Some(g) => format!(
-                    "{g}, {}-{} kHz",
-                    opt(&p.cpufreq_min_khz),
-                    opt(&p.cpufreq_max_khz)
-                ),
-                None => "no cpufreq driver (frequency not controlled by the guest/OS)".into(),
-            },
-        ),
-        (
-            "cpuidle",
-            if p.cpuidle_states.is_empty() {
-                "no cpuidle states".into()
-            } else {
-                p.cpuidle_states
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "{} ({} us{})",
-                            s.name,
-                            s.exit_latency_us,
-                            if s.disabled { ", disabled" } else { "" }
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
-        ),
-        (
-            "virtualization",
-            p.hypervisor
-                .clone()
-                .unwrap_or_else(|| "none detected".into()),
-        ),
-        (
-            "isolcpus",
-            p.isolcpus.clone().unwrap_or_else(|| "none".into()),
-        ),
-        (
-            "nohz_full",
-            p.nohz_full.clone().unwrap_or_else(|| "none".into()),
-        ),
-        (
-            "rt throttling",
-            match (p.rt_runtime_us, p.rt_period_us) {
-                (Some(-1), _) => "off (sched_rt_runtime_us=-1)".into(),
-                (Some(r), Some(per)) => format!("{r} us of every {per} us for real-time tasks"),
-                _ => "unknown".into(),
-            },
-        ),
-        (
-            "irq time accounting",
-            match p.irq_time_accounting {
-                Some(true) => "yes".into(),
-                Some(false) => "no (irq time is charged to the interrupted task)".into(),
-                None => "unknown".into(),
-            },
-        ),
-    ];
+    let mut rows: Vec<(&str, String)> = LINES
+        .iter()
+        .map(|(name, facts)| (*name, line(facts, p)))
+        .collect();
     let irq_line = format!("{} with an affinity list", p.irqs.len());
     rows.push(("irqs", irq_line));
     for (k, v) in &p.other {
@@ -105,4 +104,16 @@ pub fn platform_text(p: &Platform, all_irqs: bool) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::FACTS;
+
+    #[test]
+    fn the_lines_render_every_fact_once_in_order() {
+        let flat: Vec<Fact> = LINES.iter().flat_map(|(_, f)| f.iter().copied()).collect();
+        assert_eq!(flat, FACTS);
+    }
 }

@@ -1,0 +1,409 @@
+//! What `punctual reserve` prints after a run: the reservation asked for,
+//! the notes on how it is enforced, what the reserved thread (or command)
+//! received per period, the controller's and the enforcement's costs, the
+//! competitors, the constraint, and the warnings.
+//!
+//! It reads the record alone: the settings from `config`, the periods from
+//! `period_summary` and `stolen`, and the reserve section from `extra`
+//! (written by `punctual_reserve::record::ReserveReport`; its keys are
+//! listed in docs/record-format.md). Those keys are read through the
+//! private view below, which names only what the text shows: the report
+//! crate stands below `punctual-reserve` and does not import it.
+
+use std::fmt::Write;
+
+use punctual_record::{Nanos, Record};
+use serde::Deserialize;
+
+/// The reserve section of `extra`, as far as the text needs it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct View {
+    notes: Vec<String>,
+    received_source: String,
+    charged_total_ns: Option<Nanos>,
+    schedstat_charged_total_ns: Option<Nanos>,
+    host_steal_ns: Option<Nanos>,
+    requested_mean_ns: Option<Nanos>,
+    controller: Option<Controller>,
+    misses: Option<Misses>,
+    trace: Option<TraceCounts>,
+    exit_code: Option<i32>,
+    ended_by_punctual: bool,
+    background: Vec<Background>,
+    constraint: Option<Constraint>,
+    reservations: Option<Vec<Reservation>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Controller {
+    updates: u64,
+    applied: u64,
+    enforce_overhead_ns: Option<Nanos>,
+    overhead_ns: Nanos,
+    setattr_refusals: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Misses {
+    short_charged: u64,
+    stolen: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct TraceCounts {
+    lost_events: u64,
+    incomplete_periods: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Background {
+    name: String,
+    received_ns: Nanos,
+    observed_ns: Nanos,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+enum Decision {
+    Granted,
+    Denied { reason: String },
+}
+
+#[derive(Debug, Deserialize)]
+struct Constraint {
+    estimate_ns: Nanos,
+    start_ns: Nanos,
+    deadline_ns: Nanos,
+    decision: Decision,
+    completed_at_ns: Option<Nanos>,
+    met_deadline: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Reservation {
+    period_ns: Nanos,
+    cpu: u32,
+    requested_mean_ns: Nanos,
+    controller_updates: u64,
+    controller_overhead_ns: Nanos,
+}
+
+fn config_nanos(rec: &Record, key: &str) -> Nanos {
+    Nanos(rec.config.get(key).and_then(|v| v.as_u64()).unwrap_or(0))
+}
+
+fn config_f64(rec: &Record, key: &str) -> f64 {
+    rec.config.get(key).and_then(|v| v.as_f64()).unwrap_or(0.0)
+}
+
+/// What `punctual reserve` prints on standard output for the run `rec`
+/// records (the load's figures excepted: [`crate::text::load::load_lines`]
+/// follows it). A record whose reserve section does not read is printed
+/// as far as its settings go.
+pub fn summary(rec: &Record) -> String {
+    let view: View = serde_json::from_value(serde_json::Value::Object(
+        rec.extra.clone().into_iter().collect(),
+    ))
+    .unwrap_or_default();
+    let mut w = String::new();
+    let pct = |x: f64| format!("{:.2}%", x * 100.0);
+    let place = match rec.config.get("cpu").and_then(|v| v.as_u64()) {
+        Some(c) => format!("CPU {c} (exclusive cpuset partition for the run)"),
+        None => "any CPU (global EDF)".into(),
+    };
+    let mode_name = rec
+        .config
+        .get("mode")
+        .and_then(|v| v.as_str())
+        .unwrap_or("plain");
+    let feedback = mode_name == "feedback";
+    let mode = if feedback {
+        format!("feedback (G={})", config_f64(rec, "gain_ratio"))
+    } else {
+        mode_name.to_string()
+    };
+    let over_reserve = config_f64(rec, "over_reserve_ratio");
+    if let Some(v) = &view.reservations {
+        let _ = writeln!(
+            w,
+            "reserve: {} reservations, mode {mode}, over-reserve {:+.0}%, each in a one-CPU partition",
+            v.len(),
+            over_reserve * 100.0
+        );
+        for n in &view.notes {
+            let _ = writeln!(w, "  {n}");
+        }
+        for (i, r) in v.iter().enumerate() {
+            let (Some(s), Some(stolen)) = (rec.period_summary.get(i), rec.stolen.get(i)) else {
+                continue;
+            };
+            let n = s.periods.max(1);
+            let _ = writeln!(w,
+                "  {} {}/{} on CPU {}: {} periods, {} missed ({:.2}%), received/reserved mean {:.3}, stolen {:.2}%",
+                s.task,
+                s.reserved_ns,
+                r.period_ns,
+                r.cpu,
+                s.periods,
+                s.misses,
+                s.misses as f64 / n as f64 * 100.0,
+                s.received_total_ns.0 as f64 / (s.reserved_ns.0 as f64 * n as f64),
+                stolen.fraction * 100.0
+            );
+            if feedback {
+                let _ = writeln!(
+                    w,
+                    "    controller: runtime mean {}, {} updates, overhead {}",
+                    r.requested_mean_ns, r.controller_updates, r.controller_overhead_ns
+                );
+            }
+        }
+        for warn in &rec.warnings {
+            let _ = writeln!(w, "  warning: {}", warn.message());
+        }
+        return w;
+    }
+    let budget = config_nanos(rec, "budget_ns");
+    let _ = writeln!(w,
+        "reserve: {} every {} (deadline {}), mode {mode}, over-reserve {:+.0}% -> asks {} (max {}), on {place}",
+        budget,
+        config_nanos(rec, "period_ns"),
+        config_nanos(rec, "deadline_ns"),
+        over_reserve * 100.0,
+        config_nanos(rec, "requested_ns"),
+        config_nanos(rec, "max_budget_ns")
+    );
+    for n in &view.notes {
+        let _ = writeln!(w, "  {n}");
+    }
+    let s = match rec.period_summary.first() {
+        Some(s) => s,
+        None => return w,
+    };
+    let miss = s.misses as f64 / s.periods.max(1) as f64;
+    let _ = writeln!(
+        w,
+        "  {} periods in {}, {} missed ({})",
+        s.periods,
+        rec.duration_ns,
+        s.misses,
+        pct(miss)
+    );
+    let ratio = s.received_total_ns.0 as f64 / (s.reserved_ns.0 as f64 * s.periods.max(1) as f64);
+    let per = |n: Nanos| Nanos(n.0 / s.periods.max(1));
+    let reserved_total = budget.0 as f64 * s.periods.max(1) as f64;
+    let controller = view.controller.unwrap_or_default();
+    let charged_total = view.charged_total_ns.unwrap_or_default();
+    let requested_mean = view.requested_mean_ns.unwrap_or_default();
+    if view.received_source == "polling" {
+        let stolen = rec.stolen.first();
+        let _ =
+            writeln!(w,
+            "  received/reserved mean {ratio:.3}; stolen {} of the time owed ({} gaps, longest {})",
+            pct(stolen.map_or(0.0, |x| x.fraction)),
+            stolen.map_or(0, |x| x.intervals),
+            stolen.map_or(Nanos::ZERO, |x| x.max_ns)
+        );
+        let _ = writeln!(
+            w,
+            "  per period: received {}, charged {}, requested {}",
+            per(s.received_total_ns),
+            per(charged_total),
+            requested_mean
+        );
+        if feedback {
+            let _ = writeln!(w,
+                "  controller: {} updates, {} applied, {} refused by admission, overhead {} ({:.4}% of reserved CPU)",
+                controller.updates,
+                controller.applied,
+                controller.setattr_refusals,
+                controller.overhead_ns,
+                controller.overhead_ns.0 as f64 / reserved_total * 100.0
+            );
+        }
+        let enforce = controller.enforce_overhead_ns.unwrap_or_default();
+        if !enforce.is_zero() {
+            let _ = writeln!(
+                w,
+                "  self-enforcement: CPU clock reads cost {} ({:.4}% of reserved CPU)",
+                enforce,
+                enforce.0 as f64 / reserved_total * 100.0
+            );
+        }
+        for b in &view.background {
+            let _ = writeln!(
+                w,
+                "  competitor {}: received {} of {}",
+                b.name,
+                pct(b.received_ns.0 as f64 / b.observed_ns.0.max(1) as f64),
+                b.observed_ns
+            );
+        }
+        if let Some(c) = &view.constraint {
+            match &c.decision {
+                Decision::Granted => {
+                    let _ = writeln!(
+                        w,
+                        "  constraint {}@{}..{}: granted; {}",
+                        c.estimate_ns,
+                        c.start_ns,
+                        c.deadline_ns,
+                        match c.completed_at_ns {
+                            Some(t) => format!(
+                                "done at {t}, deadline {}",
+                                if c.met_deadline { "met" } else { "MISSED" }
+                            ),
+                            None => "did not complete".into(),
+                        }
+                    );
+                }
+                Decision::Denied { reason } => {
+                    let _ = writeln!(
+                        w,
+                        "  constraint {}@{}..{}: denied up front: {reason}",
+                        c.estimate_ns, c.start_ns, c.deadline_ns
+                    );
+                }
+            }
+        }
+    } else {
+        let trace = view.received_source == "trace";
+        if trace {
+            let _ = writeln!(w,
+                "  received/reserved mean {ratio:.3} (from the kernel trace: charged {} per period, of which stolen by interrupts {}, {})",
+                per(charged_total),
+                per(s.stolen_total_ns),
+                pct(s.stolen_total_ns.0 as f64 / charged_total.0.max(1) as f64)
+            );
+            let misses = view.misses.unwrap_or_default();
+            if s.misses > 0 {
+                let _ = writeln!(w,
+                    "  missed periods: {} charged less than the budget by the kernel (stopped short: tick enforcement repays an earlier overrun), {} charged enough but robbed by interrupts",
+                    misses.short_charged, misses.stolen
+                );
+            }
+            let host_steal = view.host_steal_ns.unwrap_or_default();
+            let counts = view.trace.unwrap_or_default();
+            let _ = writeln!(
+                w,
+                "  charged over the run: trace {}, schedstat {}{}{}",
+                charged_total,
+                view.schedstat_charged_total_ns.unwrap_or_default(),
+                if host_steal > Nanos::ZERO {
+                    format!(
+                        " (schedstat leaves out hypervisor steal: {host_steal} on the CPU over the run)"
+                    )
+                } else {
+                    String::new()
+                },
+                if counts.incomplete_periods > 0 {
+                    format!(
+                        "; {} period(s) not fully seen ({} events lost)",
+                        counts.incomplete_periods, counts.lost_events
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        } else {
+            let _ = writeln!(w,
+                "  charged/reserved mean {ratio:.3} (charged CPU time from schedstat: without the kernel trace, stolen time is not visible)"
+            );
+        }
+        if feedback && trace {
+            let _ = writeln!(w,
+                "  controller: runtime mean {} (target {}), {} updates, {} applied by sched_setattr, {} refused by admission, overhead {} ({:.4}% of reserved CPU)",
+                requested_mean,
+                config_nanos(rec, "requested_ns"),
+                controller.updates,
+                controller.applied,
+                controller.setattr_refusals,
+                controller.overhead_ns,
+                controller.overhead_ns.0 as f64 / reserved_total * 100.0
+            );
+        }
+        if let Some(code) = view.exit_code {
+            let _ = writeln!(
+                w,
+                "  command exited with status {code}{}",
+                if view.ended_by_punctual {
+                    " (ended by punctual at --duration)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    for warn in &rec.warnings {
+        let _ = writeln!(w, "  warning: {}", warn.message());
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_record::{PeriodSummary, Platform, Source};
+
+    fn record(extra: serde_json::Value) -> Record {
+        let mut rec = Record::new(Source::Measured, "reserve", Platform::default());
+        rec.set_config("budget_ns", 4_000_000u64);
+        rec.set_config("period_ns", 20_000_000u64);
+        rec.set_config("deadline_ns", 20_000_000u64);
+        rec.set_config("requested_ns", 4_000_000u64);
+        rec.set_config("max_budget_ns", 6_000_000u64);
+        rec.set_config("mode", "plain");
+        rec.set_config("over_reserve_ratio", 0.0);
+        rec.set_config("cpu", 1);
+        if let serde_json::Value::Object(m) = extra {
+            rec.extra.extend(m);
+        }
+        rec
+    }
+
+    #[test]
+    fn a_run_without_periods_prints_the_reservation_and_its_notes() {
+        let rec = record(serde_json::json!({"received_source": "polling", "notes": ["a note"]}));
+        assert_eq!(
+            summary(&rec),
+            "reserve: 4ms every 20ms (deadline 20ms), mode plain, over-reserve +0% -> asks 4ms (max 6ms), on CPU 1 (exclusive cpuset partition for the run)\n  a note\n"
+        );
+    }
+
+    #[test]
+    fn a_command_ended_at_its_duration_says_so() {
+        let mut rec = record(serde_json::json!({
+            "received_source": "schedstat",
+            "exit_code": null,
+        }));
+        rec.period_summary.push(PeriodSummary {
+            periods: 10,
+            misses: 1,
+            reserved_ns: Nanos::from_ms(4),
+            received_total_ns: Nanos::from_ms(20),
+            ..Default::default()
+        });
+        let t = summary(&rec);
+        assert!(t.contains("10 periods in 0ns, 1 missed (10.00%)"), "{t}");
+        assert!(
+            t.contains("charged/reserved mean 0.500 (charged CPU time from schedstat"),
+            "{t}"
+        );
+        assert!(!t.contains("exited"), "{t}");
+        rec.extra.insert("exit_code".into(), serde_json::json!(0));
+        rec.extra
+            .insert("ended_by_punctual".into(), serde_json::json!(true));
+        assert!(
+            summary(&rec)
+                .contains("command exited with status 0 (ended by punctual at --duration)"),
+            "{}",
+            summary(&rec)
+        );
+    }
+}
