@@ -112,6 +112,13 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
     }
     let dur = o.ended_at;
     for (c, s) in o.cpus.iter().enumerate() {
+        if let Some(g) = &s.gaps {
+            let mut gs = g.to_series(&format!("cpu{c}.gap"), Metric::Gap);
+            gs.cpu = Some(c as u32);
+            r.series.push(gs);
+        }
+    }
+    for (c, s) in o.cpus.iter().enumerate() {
         let mine: Vec<_> = o
             .sources
             .iter()
