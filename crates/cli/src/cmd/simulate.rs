@@ -125,6 +125,15 @@ pub fn run(args: Args) -> CliResult {
     let secs = wall.elapsed().as_secs_f64();
     print_summary(&scn, &out, secs);
     let record = to_record(&scn, &out, &sets);
+    // The record writer's own warning (histograms coarsened to bound it)
+    // comes after the run's, which print_summary showed.
+    for w in &record.warnings {
+        if let punctual_record::Warning::Other { message } = w {
+            if message.contains("to bound the record") {
+                eprintln!("warning: {message}");
+            }
+        }
+    }
     crate::output::write_json(&record, &args.json)?;
     if let Some(p) = &args.trace {
         write_atomic(p, trace_json(&out).as_bytes())
