@@ -18,6 +18,7 @@ pub mod queue;
 pub mod rate;
 pub mod rng;
 pub mod sched;
+pub mod simfrom;
 pub mod tail;
 pub mod verdict;
 

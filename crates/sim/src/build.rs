@@ -166,6 +166,7 @@ impl Sim {
                     intervals: 0,
                     max: Nanos::ZERO,
                     timeline: Timeline::new(bin),
+                    gaps: scn.spec.sim.gap_series.then(|| Recorder::new(Nanos(1_000))),
                 },
                 bin: (Nanos::ZERO, Nanos::ZERO, 0),
                 slice_start: Nanos::ZERO,
@@ -485,7 +486,8 @@ impl Sim {
                 rounding,
                 task,
                 src,
-                dpc_cost: tm.dpc_cost.map(|d| d.0).unwrap_or(Nanos::ZERO),
+                dpc_cost: tm.dpc_cost.clone().unwrap_or(Dist::Const(Nanos::ZERO)),
+                rng: Rng::new(cx.seed, 300_000 + self.timers.len() as u64),
                 next: tm.period.0,
                 due: tm.period.0,
             });

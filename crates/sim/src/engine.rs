@@ -159,7 +159,9 @@ pub(crate) struct Timer {
     pub(crate) rounding: bool,
     pub(crate) task: usize,
     pub(crate) src: usize,
-    pub(crate) dpc_cost: Nanos,
+    /// Cost of each firing's DPC; drawn from `rng` unless constant.
+    pub(crate) dpc_cost: Dist,
+    pub(crate) rng: Rng,
     /// Next time the timer should fire by its own books (T_next).
     pub(crate) next: Nanos,
     /// When the kernel timer it armed expires.
@@ -388,6 +390,7 @@ pub(crate) fn sample(d: &Dist, rng: &mut Rng) -> Nanos {
         Dist::Uniform(a, b) => Nanos(rng.range(a.0, b.0)),
         Dist::Exp(m) => sample_exp(*m, rng),
         Dist::Choice(v) => v[rng.range(0, v.len() as u64 - 1) as usize],
+        Dist::Cdf(c) => c.at(rng.unit()),
     }
 }
 
@@ -756,9 +759,9 @@ impl Sim {
     /// wait rounded to whole milliseconds and never under 1 ms (rounding).
     fn fire_timer(&mut self, ti: usize) {
         let now = self.now;
-        let (c, src, cost, task) = {
+        let (c, src, task) = {
             let t = &self.timers[ti];
-            (t.cpu, t.src, t.dpc_cost, t.task)
+            (t.cpu, t.src, t.task)
         };
         let mut fires = Vec::new();
         {
@@ -783,6 +786,8 @@ impl Sim {
             };
         }
         for nominal in fires {
+            let t = &mut self.timers[ti];
+            let cost = sample(&t.dpc_cost, &mut t.rng);
             self.push_bh(c, src, cost, true, Action::Release { task, nominal });
         }
     }
@@ -1054,6 +1059,9 @@ impl Sim {
         }
         cpu.stolen.total += len;
         cpu.stolen.intervals += 1;
+        if let Some(g) = &mut cpu.stolen.gaps {
+            g.record(len);
+        }
         if len > cpu.stolen.max {
             cpu.stolen.max = len;
         }

@@ -66,6 +66,9 @@ pub struct CpuStolen {
     pub intervals: u64,
     pub max: Nanos,
     pub timeline: Timeline,
+    /// Lengths of the stolen intervals (`sim.gap_series`): what a busy
+    /// thread on this CPU would log as gaps.
+    pub gaps: Option<Recorder>,
 }
 
 /// One slice of a Chrome/Perfetto trace.

@@ -88,6 +88,40 @@ pub fn summary(o: &Outcome) -> BTreeMap<String, f64> {
 }
 
 /// The run as a record (`source: simulated`, `kind: simulate`).
+/// Most buckets a simulated series' histogram keeps in the record. An
+/// overloaded task's lateness grows without bound and its exact 1 µs
+/// histogram with it (an 83 MB record once); past this many buckets the
+/// width doubles until it fits, as the HdrHistogram beside it already
+/// does. The percentiles, min, mean and max stay exact.
+pub const MAX_RECORD_BUCKETS: usize = 2048;
+
+/// Coarsens every series histogram with more than [`MAX_RECORD_BUCKETS`]
+/// buckets, with one warning naming each.
+fn bound_histograms(r: &mut Record) {
+    let mut coarse = Vec::new();
+    for s in &mut r.series {
+        if s.histogram.buckets.len() <= MAX_RECORD_BUCKETS {
+            continue;
+        }
+        let mut w = s.histogram.bucket_ns.max(1);
+        let mut h = s.histogram.clone();
+        while h.buckets.len() > MAX_RECORD_BUCKETS {
+            w = w.saturating_mul(2);
+            h = s.histogram.rebucket(w);
+        }
+        coarse.push(format!("{} ({} ns)", s.name, w));
+        s.histogram = h;
+    }
+    if !coarse.is_empty() {
+        r.warnings.push(Warning::Other {
+            message: format!(
+                "histograms wider than {MAX_RECORD_BUCKETS} buckets were kept at a coarser bucket to bound the record: {}",
+                coarse.join(", ")
+            ),
+        });
+    }
+}
+
 pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) -> Record {
     let mut platform = Platform {
         logical_cpus: Some(o.cpus.len() as u32),
@@ -110,7 +144,15 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
     for t in &o.tasks {
         r.series.extend(t.series());
     }
+    bound_histograms(&mut r);
     let dur = o.ended_at;
+    for (c, s) in o.cpus.iter().enumerate() {
+        if let Some(g) = &s.gaps {
+            let mut gs = g.to_series(&format!("cpu{c}.gap"), Metric::Gap);
+            gs.cpu = Some(c as u32);
+            r.series.push(gs);
+        }
+    }
     for (c, s) in o.cpus.iter().enumerate() {
         let mine: Vec<_> = o
             .sources
@@ -343,4 +385,37 @@ fn timeline_json(o: &Outcome) -> Option<Value> {
         "slices": slices,
         "dropped": t.dropped,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::RunOptions;
+
+    #[test]
+    fn an_overloaded_task_keeps_a_bounded_histogram() {
+        // Up to 5 ms of work every 2 ms for 60 s: lateness grows to the
+        // backlog bound, one 1 µs bucket per distinct latency.
+        let text = "[sim]\nduration = \"60s\"\n[[task]]\nname = \"a\"\nkind = \"periodic\"\nperiod = \"2ms\"\nexec = { uniform = [\"1ms\", \"5ms\"] }\npriority = 5\n";
+        let scn = Scenario::parse("over.toml", text, &[]).unwrap();
+        let out = crate::run(&scn, &RunOptions::default(), None).unwrap();
+        let exact = out.tasks[0].latency.to_series("a.latency", Metric::Latency);
+        assert!(
+            exact.histogram.buckets.len() > MAX_RECORD_BUCKETS,
+            "{}",
+            exact.histogram.buckets.len()
+        );
+        let r = to_record(&scn, &out, &[]);
+        let s = r.series.iter().find(|s| s.name == "a.latency").unwrap();
+        assert!(s.histogram.buckets.len() <= MAX_RECORD_BUCKETS);
+        assert!(s.histogram.bucket_ns > 1000);
+        assert_eq!(s.histogram.total(), exact.histogram.total());
+        assert_eq!(s.percentiles, exact.percentiles);
+        assert!(r
+            .warnings
+            .iter()
+            .any(|w| format!("{w:?}").contains("a.latency")));
+        let bytes = r.to_json_pretty().len();
+        assert!(bytes < 5_000_000, "{bytes}");
+    }
 }

@@ -314,6 +314,7 @@ pub fn run(
             intervals: 0,
             max: Nanos::ZERO,
             timeline: Timeline::new(bin),
+            gaps: None,
         }],
         periods,
         periods_dropped,

@@ -123,13 +123,82 @@ impl<'de> Deserialize<'de> for Picos {
 /// A distribution of durations: `"1ms"` (constant), `{ uniform = ["6ms",
 /// "7ms"] }`, `{ exp = "2ms" }` (exponential with that mean, capped at 20×
 /// the mean so one draw cannot swallow a run), or `{ choice = ["1ms",
-/// "5ms"] }` (equally likely values).
+/// "5ms"] }` (equally likely values), or `{ cdf = [[0.0, "2us"], [0.9,
+/// "5us"], [1.0, "1ms"]] }` (an empirical distribution: points of its
+/// cumulative distribution function, linear in between).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Dist {
     Const(Nanos),
     Uniform(Nanos, Nanos),
     Exp(Nanos),
     Choice(Vec<Nanos>),
+    Cdf(Cdf),
+}
+
+/// An empirical distribution of durations given by points `(p, x)` of its
+/// cumulative distribution function: P(X ≤ x) = p at each point, linear
+/// between neighbours, so a measured histogram or a list of quantiles
+/// carries over as it was measured (an atom at x is two points at x). A
+/// draw takes u uniform in [0, 1) and reads x off the curve: one random
+/// number per draw, so the same seed gives the same values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cdf {
+    /// Ascending probabilities, the first 0 and the last 1.
+    pub p: Vec<f64>,
+    /// Non-decreasing values at those probabilities.
+    pub x: Vec<Nanos>,
+}
+
+/// Most points a `cdf` distribution may have: draws search them, and a
+/// histogram needs no more to keep its shape.
+pub const MAX_CDF_POINTS: usize = 4096;
+
+impl Cdf {
+    /// Checks the points: at least two, p from 0 to 1 and non-decreasing,
+    /// x non-decreasing.
+    pub fn new(points: Vec<(f64, Nanos)>) -> Result<Cdf, String> {
+        if points.len() < 2 || points.len() > MAX_CDF_POINTS {
+            return Err(format!(
+                "cdf: between 2 and {MAX_CDF_POINTS} points [p, duration], got {}",
+                points.len()
+            ));
+        }
+        let (p, x): (Vec<f64>, Vec<Nanos>) = points.into_iter().unzip();
+        if p[0] != 0.0 || p[p.len() - 1] != 1.0 {
+            return Err("cdf: the first point's p must be 0 and the last one's 1".into());
+        }
+        if p.iter().any(|v| !v.is_finite()) || p.windows(2).any(|w| w[1] < w[0]) {
+            return Err("cdf: the probabilities must not decrease".into());
+        }
+        if x.windows(2).any(|w| w[1] < w[0]) {
+            return Err("cdf: the durations must not decrease".into());
+        }
+        Ok(Cdf { p, x })
+    }
+
+    /// The value at probability `u` in [0, 1): linear between the two
+    /// points around it (a jump of p at one x is an atom there).
+    #[inline]
+    pub fn at(&self, u: f64) -> Nanos {
+        // First point above u (exists: the last p is 1 > u); the one
+        // before it is at or below u, so the segment has width.
+        let j = self.p.partition_point(|&p| p <= u).min(self.p.len() - 1);
+        let i = j.saturating_sub(1);
+        let (p0, p1) = (self.p[i], self.p[j]);
+        let (x0, x1) = (self.x[i].0 as f64, self.x[j].0 as f64);
+        if p1 <= p0 {
+            return self.x[j];
+        }
+        Nanos((x0 + (x1 - x0) * (u - p0) / (p1 - p0)).round() as u64)
+    }
+
+    /// Mean: each segment contributes its width times its midpoint.
+    pub fn mean(&self) -> Nanos {
+        let m: f64 = (1..self.p.len())
+            .map(|k| (self.p[k] - self.p[k - 1]) * (self.x[k].0 + self.x[k - 1].0) as f64 / 2.0)
+            .sum();
+        Nanos(m.round() as u64)
+    }
 }
 
 #[derive(Deserialize)]
@@ -138,6 +207,7 @@ struct DistTable {
     uniform: Option<[Dur; 2]>,
     exp: Option<Dur>,
     choice: Option<Vec<Dur>>,
+    cdf: Option<Vec<(f64, Dur)>>,
 }
 
 impl<'de> Deserialize<'de> for Dist {
@@ -151,24 +221,29 @@ impl<'de> Deserialize<'de> for Dist {
         use serde::de::Error;
         match Repr::deserialize(d).map_err(|_| {
             D::Error::custom(
-                "expected a duration (\"1ms\") or a table { uniform = [lo, hi] } / { exp = mean } / { choice = [...] }",
+                "expected a duration (\"1ms\") or a table { uniform = [lo, hi] } / { exp = mean } / { choice = [...] } / { cdf = [[p, duration], ...] }",
             )
         })? {
             Repr::S(s) => parse_bounded(&s).map(Dist::Const).map_err(D::Error::custom),
-            Repr::T(t) => match (t.uniform, t.exp, t.choice) {
-                (Some([a, b]), None, None) => {
+            Repr::T(t) => match (t.uniform, t.exp, t.choice, t.cdf) {
+                (None, None, None, Some(points)) => {
+                    Cdf::new(points.into_iter().map(|(p, x)| (p, x.0)).collect())
+                        .map(Dist::Cdf)
+                        .map_err(D::Error::custom)
+                }
+                (Some([a, b]), None, None, None) => {
                     if b.0 < a.0 {
                         Err(D::Error::custom("uniform: upper bound below lower bound"))
                     } else {
                         Ok(Dist::Uniform(a.0, b.0))
                     }
                 }
-                (None, Some(m), None) => Ok(Dist::Exp(m.0)),
-                (None, None, Some(v)) if !v.is_empty() => {
+                (None, Some(m), None, None) => Ok(Dist::Exp(m.0)),
+                (None, None, Some(v), None) if !v.is_empty() => {
                     Ok(Dist::Choice(v.into_iter().map(|x| x.0).collect()))
                 }
                 _ => Err(D::Error::custom(
-                    "a distribution has exactly one of uniform, exp, choice (non-empty)",
+                    "a distribution has exactly one of uniform, exp, choice (non-empty), cdf",
                 )),
             },
         }
@@ -182,6 +257,7 @@ impl Dist {
             Dist::Uniform(a, b) => Nanos((a.0 + b.0) / 2),
             Dist::Exp(m) => *m,
             Dist::Choice(v) => Nanos(v.iter().map(|x| x.0).sum::<u64>() / v.len().max(1) as u64),
+            Dist::Cdf(c) => c.mean(),
         }
     }
     pub fn max(&self) -> Nanos {
@@ -190,6 +266,7 @@ impl Dist {
             Dist::Uniform(_, b) => *b,
             Dist::Exp(m) => Nanos(m.0.saturating_mul(20)),
             Dist::Choice(v) => v.iter().copied().max().unwrap_or(Nanos::ZERO),
+            Dist::Cdf(c) => c.x[c.x.len() - 1],
         }
     }
 }
@@ -215,6 +292,11 @@ pub struct SimSection {
     pub scheduler: Option<Spanned<String>>,
     /// Plan mode: the plan's base period (default 10 ms).
     pub plan_base: Option<Dur>,
+    /// Also record each CPU's stolen intervals as a `cpuN.gap` series, as
+    /// `punctual noise` does (off by default: it costs one histogram
+    /// entry per interval).
+    #[serde(default)]
+    pub gap_series: bool,
 }
 
 fn one() -> u32 {
@@ -238,6 +320,7 @@ impl Default for SimSection {
             description: None,
             scheduler: None,
             plan_base: None,
+            gap_series: false,
         }
     }
 }
@@ -264,8 +347,9 @@ pub struct TimerSpec {
     pub task: Spanned<String>,
     #[serde(default)]
     pub cpu: u32,
-    /// Cost of the timer DPC that runs the expiry (before the task runs).
-    pub dpc_cost: Option<Dur>,
+    /// Cost of the timer DPC that runs the expiry (before the task runs):
+    /// a distribution, so a measured wake-up path can be replayed.
+    pub dpc_cost: Option<Dist>,
 }
 
 #[derive(Deserialize, Clone, Debug)]
@@ -720,6 +804,67 @@ mod tests {
         assert_eq!(s.spec.task[0].period, Some(Dur(Nanos::from_ms(3))));
         assert_eq!(s.spec.sim.duration, Some(Dur(Nanos::from_secs(2))));
         assert!(Scenario::parse("x", text, &[("task.zz.priority".into(), "1".into())]).is_err());
+    }
+
+    fn dist(text: &str) -> Result<Dist, String> {
+        #[derive(Deserialize)]
+        struct W {
+            #[allow(dead_code)]
+            d: Dist,
+        }
+        toml::from_str::<W>(&format!("d = {text}"))
+            .map(|w| w.d)
+            .map_err(|e| e.message().to_string())
+    }
+
+    #[test]
+    fn cdf_distributions_parse_and_refuse_bad_curves() {
+        let d =
+            dist(r#"{ cdf = [[0.0, "1us"], [0.5, "1us"], [0.5, "3us"], [1.0, "5us"]] }"#).unwrap();
+        let Dist::Cdf(c) = &d else { panic!("{d:?}") };
+        // Half an atom at 1 µs, half uniform on 3..5 µs.
+        assert_eq!(d.mean(), Nanos(2_500));
+        assert_eq!(d.max(), Nanos::from_us(5));
+        assert_eq!(c.at(0.0), Nanos::from_us(1));
+        assert_eq!(c.at(0.49), Nanos::from_us(1));
+        assert_eq!(c.at(0.5), Nanos::from_us(3));
+        assert_eq!(c.at(0.75), Nanos::from_us(4));
+        for bad in [
+            r#"{ cdf = [[0.0, "1us"]] }"#,
+            r#"{ cdf = [[0.1, "1us"], [1.0, "2us"]] }"#,
+            r#"{ cdf = [[0.0, "1us"], [0.9, "2us"]] }"#,
+            r#"{ cdf = [[0.0, "1us"], [0.6, "2us"], [0.5, "3us"], [1.0, "4us"]] }"#,
+            r#"{ cdf = [[0.0, "3us"], [1.0, "2us"]] }"#,
+            r#"{ cdf = [[0.0, "1us"], [1.0, "2us"]], exp = "1us" }"#,
+        ] {
+            let e = dist(bad).unwrap_err();
+            assert!(e.contains("cdf") || e.contains("exactly one"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn cdf_draws_follow_the_curve_and_repeat_with_the_seed() {
+        let Dist::Cdf(c) =
+            dist(r#"{ cdf = [[0.0, "0ns"], [0.9, "10us"], [1.0, "1ms"]] }"#).unwrap()
+        else {
+            unreachable!()
+        };
+        let d = Dist::Cdf(c);
+        let draw = |seed| {
+            let mut rng = crate::rng::Rng::new(seed, 1);
+            (0..100_000)
+                .map(|_| crate::engine::sample(&d, &mut rng))
+                .collect::<Vec<_>>()
+        };
+        let a = draw(7);
+        assert_eq!(a, draw(7));
+        assert_ne!(a, draw(8));
+        let above = a.iter().filter(|x| **x > Nanos::from_us(10)).count();
+        // P(X > 10 µs) = 0.1: 10 000 ± 5 σ (σ ≈ 95).
+        assert!((9_525..=10_475).contains(&above), "{above}");
+        let mean = a.iter().map(|x| x.0).sum::<u64>() as f64 / a.len() as f64;
+        let want = d.mean().0 as f64;
+        assert!((mean - want).abs() < want * 0.05, "{mean} vs {want}");
     }
 
     #[test]

@@ -17,11 +17,20 @@ use crate::opts;
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual simulate scenarios/nt-mmtimer-rounding.toml\n  punctual simulate scenarios/rez-network.toml --duration 60s --seed 7 --json r.json\n  punctual simulate scenarios/rez-network.toml --set task.t2.reserve.kind=rez-c --sweep task.t2.reserve.over=0..0.3/0.05 --table sweep.csv"
+    after_help = "Examples:\n  punctual simulate scenarios/nt-mmtimer-rounding.toml\n  punctual simulate scenarios/rez-network.toml --duration 60s --seed 7 --json r.json\n  punctual simulate scenarios/rez-network.toml --set task.t2.reserve.kind=rez-c --sweep task.t2.reserve.over=0..0.3/0.05 --table sweep.csv\n  punctual simulate --from noise.json --emit-scenario measured.toml"
 )]
 pub struct Args {
     /// Scenario file (TOML; see docs/scenario-format.md).
-    pub scenario: PathBuf,
+    #[arg(required_unless_present = "from", conflicts_with = "from")]
+    pub scenario: Option<PathBuf>,
+    /// Build the scenario from a measured record (`timer`, `noise` or
+    /// `check`, best with --cause): its probed task and its noise sources.
+    #[arg(long, value_name = "RECORD")]
+    pub from: Option<PathBuf>,
+    /// With --from: write the scenario built from the record here (TOML,
+    /// to edit and replay) instead of running it.
+    #[arg(long, value_name = "PATH")]
+    pub emit_scenario: Option<PathBuf>,
     /// Random seed (default: the scenario's, else a fixed one; recorded).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -56,13 +65,30 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CliResult {
-    let text = std::fs::read_to_string(&args.scenario).map_err(|e| {
-        CliError::usage(format!(
-            "cannot read scenario {}: {e}",
-            args.scenario.display()
-        ))
-    })?;
-    let file = args.scenario.display().to_string();
+    if args.emit_scenario.is_some() && args.from.is_none() {
+        return Err(CliError::usage(
+            "--emit-scenario writes the scenario built by --from RECORD; add --from or drop it",
+        ));
+    }
+    let (file, text) = match (&args.scenario, &args.from) {
+        (Some(path), _) => (
+            path.display().to_string(),
+            std::fs::read_to_string(path).map_err(|e| {
+                CliError::usage(format!("cannot read scenario {}: {e}", path.display()))
+            })?,
+        ),
+        (None, Some(rec)) => {
+            let text = from_record(rec)?;
+            if let Some(p) = &args.emit_scenario {
+                opts::check_output("--emit-scenario", &args.emit_scenario)?;
+                write_out(p, text.as_bytes())?;
+                eprintln!("scenario written to {}", p.display());
+                return Ok(());
+            }
+            (format!("{} (--from)", rec.display()), text)
+        }
+        (None, None) => return Err(CliError::usage("give a scenario file or --from RECORD")),
+    };
     let mut sets = Vec::new();
     for s in &args.set {
         sets.push(parse_set(s).map_err(|e| CliError::usage(format!("--set {e}")))?);
@@ -99,6 +125,15 @@ pub fn run(args: Args) -> CliResult {
     let secs = wall.elapsed().as_secs_f64();
     print_summary(&scn, &out, secs);
     let record = to_record(&scn, &out, &sets);
+    // The record writer's own warning (histograms coarsened to bound it)
+    // comes after the run's, which print_summary showed.
+    for w in &record.warnings {
+        if let punctual_record::Warning::Other { message } = w {
+            if message.contains("to bound the record") {
+                eprintln!("warning: {message}");
+            }
+        }
+    }
     crate::output::write_json(&record, &args.json)?;
     if let Some(p) = &args.trace {
         write_atomic(p, trace_json(&out).as_bytes())
@@ -120,6 +155,19 @@ pub fn run(args: Args) -> CliResult {
     std::mem::forget(record);
     std::mem::forget(out);
     Ok(())
+}
+
+/// The scenario text built from the record at `path`; its notes go to
+/// stderr.
+fn from_record(path: &Path) -> Result<String, CliError> {
+    let rec =
+        punctual_record::Record::read(path).map_err(|e| CliError::usage(format!("--from: {e}")))?;
+    let built = punctual_analysis::simfrom::scenario_from_record(&rec, &path.display().to_string())
+        .map_err(|e| CliError::usage(format!("--from: {e}")))?;
+    for n in &built.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(built.toml)
 }
 
 fn us(n: Nanos) -> String {
