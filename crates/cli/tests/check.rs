@@ -364,3 +364,83 @@ fn five_live_checks_never_contradict() {
     let c = contradictions(&records);
     assert!(c.is_empty(), "{c:#?}");
 }
+
+/// `--baseline`: a run whose late wake-ups come 50 times as often as the
+/// baseline's is worse, said in plain words with both intervals; a run of
+/// the same feed shows no difference; the comparison is kept in the
+/// record.
+#[test]
+fn baseline_says_whether_this_run_is_worse() {
+    let dir = tempfile::tempdir().unwrap();
+    let quiet = feed(dir.path(), "quiet.txt", 1000, 1000, 7);
+    let noisy = feed(dir.path(), "noisy.txt", 1000, 20, 7);
+    let base = dir.path().join("base.json");
+    let out = replayed_check(dir.path(), &quiet, &["--duration", "2s"], &base);
+    assert!(out.status.success());
+    let j = dir.path().join("new.json");
+    let out = replayed_check(
+        dir.path(),
+        &noisy,
+        &["--duration", "2s", "--baseline", base.to_str().unwrap()],
+        &j,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("== against the baseline"), "{text}");
+    assert!(text.contains("WORSE than the baseline for"), "{text}");
+    assert!(text.contains("in the baseline"), "{text}");
+    let v = read_json(&j);
+    assert!(!v["extra"]["baseline"]["worse"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // The baseline against itself (the same feed again).
+    let out = replayed_check(
+        dir.path(),
+        &quiet,
+        &["--duration", "2s", "--baseline", base.to_str().unwrap()],
+        &dir.path().join("same.json"),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("no difference shown: for all 26 profiles"),
+        "{text}"
+    );
+}
+
+/// A baseline that is no record, or has no wake-ups: one sentence, exit 2,
+/// before anything is measured.
+#[test]
+fn bad_baseline_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "not json").unwrap();
+    let noise = dir.path().join("noise.json");
+    let out = punctual()
+        .args(["noise", "--cpus", "0", "--duration", "200ms", "--replay"])
+        .arg(gaps(dir.path()))
+        .arg("--json")
+        .arg(&noise)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    for (p, needle) in [
+        (dir.path().join("missing.json"), "no such file"),
+        (junk, "--baseline"),
+        (noise, "no wake-up latency series"),
+    ] {
+        let out = punctual()
+            .args(["check", "--baseline"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

@@ -70,6 +70,11 @@ pub struct Args {
     /// --replay`) instead of measuring the noise half.
     #[arg(long, hide = true, value_name = "FILE")]
     pub replay_noise: Option<PathBuf>,
+    /// Say whether this run is worse than a saved check record (the
+    /// baseline), profile by profile: worse when this run's 95% interval
+    /// of the MTTF lies wholly below the baseline's.
+    #[arg(long, value_name = "RECORD")]
+    pub baseline: Option<PathBuf>,
     #[command(flatten)]
     pub cause: CauseArgs,
 }
@@ -468,6 +473,143 @@ fn time_left(
         .max_by(f64::total_cmp)
 }
 
+/// The timer windows of a check record: as it wrote them, else (records
+/// written before they were kept) one window of the timer half it asked
+/// for, or of the whole record when it is no check.
+pub fn timer_windows_of(rec: &Record) -> Vec<TimerWindow> {
+    if let Some(w) = rec.extra.get("timer_windows").and_then(|v| v.as_array()) {
+        let w: Vec<TimerWindow> = w
+            .iter()
+            .filter_map(|x| {
+                Some(TimerWindow {
+                    start: Nanos(x.get(0)?.as_u64()?),
+                    len: Nanos(x.get(1)?.as_u64()?),
+                })
+            })
+            .collect();
+        if !w.is_empty() {
+            return w;
+        }
+    }
+    let asked = rec
+        .config
+        .get("timer.duration_ns")
+        .and_then(|v| v.as_u64())
+        .map(Nanos);
+    vec![TimerWindow {
+        start: Nanos::ZERO,
+        len: asked.map_or(rec.duration_ns, |a| a.min(rec.duration_ns)),
+    }]
+}
+
+/// Reads a `--baseline` record: it must hold wake-up latencies.
+fn read_baseline(p: &std::path::Path) -> CliResult<Record> {
+    if !p.exists() {
+        return Err(CliError::usage(format!(
+            "--baseline {}: no such file",
+            p.display()
+        )));
+    }
+    let r = Record::read(p).map_err(|e| CliError::usage(format!("--baseline: {e}")))?;
+    if !r.series.iter().any(|s| s.metric == Metric::Latency) {
+        return Err(CliError::usage(format!(
+            "--baseline {}: the record has no wake-up latency series to compare with (give a check or timer record)",
+            p.display()
+        )));
+    }
+    Ok(r)
+}
+
+/// This run against a baseline, profile by profile, by the same 95%
+/// intervals of the MTTF that decide the verdicts: worse when this run's
+/// interval lies wholly below the baseline's, better when wholly above,
+/// otherwise no difference is shown (two overlapping intervals cannot
+/// tell the runs apart; no fixed threshold is used).
+#[derive(Debug, Default)]
+pub struct AgainstBaseline {
+    pub worse: Vec<Shift>,
+    pub better: Vec<Shift>,
+    pub same: usize,
+}
+
+/// One profile whose MTTF interval moved: this run's and the baseline's.
+#[derive(Debug)]
+pub struct Shift {
+    pub profile: String,
+    pub now: (Option<f64>, Option<f64>),
+    pub then: (Option<f64>, Option<f64>),
+}
+
+pub fn against_baseline(
+    now: &[punctual_analysis::Verdict],
+    then: &[punctual_analysis::Verdict],
+) -> AgainstBaseline {
+    let mut out = AgainstBaseline::default();
+    for a in now {
+        let Some(b) = then.iter().find(|b| b.profile == a.profile) else {
+            continue;
+        };
+        let hi = |x: Option<f64>| x.unwrap_or(f64::INFINITY);
+        let lo = |x: Option<f64>| x.unwrap_or(0.0);
+        let shift = || Shift {
+            profile: a.profile.clone(),
+            now: (a.mttf_ci_low_seconds, a.mttf_ci_high_seconds),
+            then: (b.mttf_ci_low_seconds, b.mttf_ci_high_seconds),
+        };
+        if hi(a.mttf_ci_high_seconds) < lo(b.mttf_ci_low_seconds) {
+            out.worse.push(shift());
+        } else if lo(a.mttf_ci_low_seconds) > hi(b.mttf_ci_high_seconds) {
+            out.better.push(shift());
+        } else {
+            out.same += 1;
+        }
+    }
+    out
+}
+
+impl AgainstBaseline {
+    /// Plain words first, then the profiles that moved.
+    pub fn text(&self) -> String {
+        let ci = punctual_analysis::verdict::ci_text;
+        let mut s = String::new();
+        if self.worse.is_empty() && self.better.is_empty() {
+            s.push_str(&format!(
+                "  no difference shown: for all {} profiles this run's and the baseline's 95% intervals of the MTTF overlap\n",
+                self.same
+            ));
+            return s;
+        }
+        if !self.worse.is_empty() {
+            s.push_str(&format!(
+                "  WORSE than the baseline for {} profiles: this machine (or this run's conditions) is not the one the baseline measured\n",
+                self.worse.len()
+            ));
+        } else {
+            s.push_str(&format!(
+                "  better than the baseline for {} profiles, worse for none: this machine (or this run's conditions) is not the one the baseline measured\n",
+                self.better.len()
+            ));
+        }
+        for (word, list) in [("worse ", &self.worse), ("better", &self.better)] {
+            for x in list.iter() {
+                s.push_str(&format!(
+                    "  {word} {}: MTTF {} here, {} in the baseline\n",
+                    x.profile,
+                    ci(x.now.0, x.now.1),
+                    ci(x.then.0, x.then.1)
+                ));
+            }
+        }
+        if self.same > 0 {
+            s.push_str(&format!(
+                "  no difference shown for the other {} profiles (intervals overlap)\n",
+                self.same
+            ));
+        }
+        s
+    }
+}
+
 pub fn run(args: Args) -> CliResult {
     let cpus = opts::cpus(&args.cpus)?;
     opts::check_output("--json", &args.json)?;
@@ -491,6 +633,10 @@ pub fn run(args: Args) -> CliResult {
         ));
     }
     let profiles = selected_profiles(&args.profiles)?;
+    let baseline = match &args.baseline {
+        Some(p) => Some((p.clone(), read_baseline(p)?)),
+        None => None,
+    };
     let timer_replay = match &args.replay_timer {
         Some(p) => Some(opts::read_replay(p, "a latency in ns", |l| {
             l.parse::<u64>().ok().map(Nanos)
@@ -599,7 +745,43 @@ pub fn run(args: Args) -> CliResult {
     print!("{causes}");
     println!("\n== summary");
     print!("{}", probe::check_summary(&rec));
+    rec.extra.insert(
+        "timer_windows".into(),
+        serde_json::to_value(
+            windows
+                .iter()
+                .map(|w| [w.start.0, w.len.0])
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or(serde_json::Value::Null),
+    );
     print_verdicts(&mut rec, &windows, &profiles);
+    if let Some((path, base)) = &baseline {
+        let (now, _) = verdicts_of(&rec, &windows, &profiles);
+        let (then, _) = verdicts_of(base, &timer_windows_of(base), &profiles);
+        let c = against_baseline(&now, &then);
+        println!(
+            "\n== against the baseline {} ({}{})",
+            path.display(),
+            base.started_at,
+            base.platform
+                .hostname
+                .as_ref()
+                .map(|h| format!(", {h}"))
+                .unwrap_or_default()
+        );
+        print!("{}", c.text());
+        rec.extra.insert(
+            "baseline".into(),
+            serde_json::json!({
+                "record": path.display().to_string(),
+                "started_at": base.started_at,
+                "worse": c.worse.iter().map(|x| &x.profile).collect::<Vec<_>>(),
+                "better": c.better.iter().map(|x| &x.profile).collect::<Vec<_>>(),
+                "same": c.same,
+            }),
+        );
+    }
     if !rec.warnings.is_empty() {
         println!("\n== what may hurt, and what to change");
         print!("{}", probe::warnings_text(&rec));
