@@ -176,6 +176,9 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
             m.sample_period_ns, service, per_s,
         ));
     }
+    if let Some(a) = long_stall_warning(m) {
+        assumptions.push(a);
+    }
     // The chain sees only the record's own samples. Where fewer than 10
     // wake-ups beyond the slack were observed, the part of the tail the
     // record did not show comes from the fitted Pareto tail, as
@@ -276,6 +279,30 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         queue: q,
         exceedance: p,
         assumptions,
+    })
+}
+
+/// A timer record sees a stall longer than its period only from the
+/// first wake-up it delays: the wake-ups the stall swallows are missed
+/// periods, not latencies, so the residual-life inference (§3.2 of
+/// docs/forecast.md) reads the stall process short of its long part.
+/// Said wherever the stall term comes from the wake-ups alone and some
+/// were later than the probe's period.
+fn long_stall_warning(m: &TailModel) -> Option<String> {
+    if m.gap_stalls.is_some() || m.metric != punctual_record::Metric::Latency {
+        return None;
+    }
+    let p = m.sample_period_ns;
+    // Whole buckets beyond the one holding the period itself.
+    let k = m.tail.count_above((p.0 + m.tail.bucket_ns) as f64);
+    (k > 0).then(|| {
+        format!(
+            "{k} wake-ups were later than the probe's {p} period: the stalls behind them were \
+             longer than a period, and a timer record sees only what is left of each at the \
+             first wake-up it delays (the wake-ups it swallows are missed periods), so the \
+             stall lengths and the time stolen during a compute may be underestimated here; \
+             a running thread's gaps measure them (--stalls NOISE_RECORD, or a check record's own)"
+        )
     })
 }
 
@@ -652,5 +679,38 @@ mod tests {
         assert_eq!(p.gap.value_ns, Some(Nanos::from_ms(10)));
         assert_eq!(p.buffers_needed, Some(655));
         assert!((p.sustainable_rate_per_s.unwrap() - 260_000.0).abs() < 1.0);
+    }
+
+    /// A 1 ms timer record with 8 wake-ups 3 ms late says that a timer
+    /// record cannot see those stalls' length; one whose latest wake-up
+    /// is within its period says nothing.
+    #[test]
+    fn stalls_longer_than_the_period_are_named() {
+        let build = |late: Nanos| {
+            let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+            for i in 0..10_000u64 {
+                r.record(if i % 1400 == 0 {
+                    late
+                } else {
+                    Nanos::from_us(20)
+                });
+            }
+            TailModel::new(&r.to_series("cpu0.latency", Metric::Latency), Nanos::ZERO).unwrap()
+        };
+        let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let says = |m: &TailModel| {
+            mttf(m, &b)
+                .unwrap()
+                .assumptions
+                .iter()
+                .find(|a| a.contains("later than the probe's"))
+                .cloned()
+        };
+        let a = says(&build(Nanos::from_ms(3))).expect("named");
+        assert!(
+            a.starts_with("8 wake-ups were later than the probe's 1ms period"),
+            "{a}"
+        );
+        assert_eq!(says(&build(Nanos::from_us(900))), None);
     }
 }
