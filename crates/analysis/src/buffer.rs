@@ -154,7 +154,13 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     let per_s = 1e9 / service.0 as f64;
     let rate = p.probability * per_s;
     let q = match &m.gap_stalls {
-        None => queue::forecast(&m.tail, m.stall_times.as_ref(), b),
+        None => match swallowed_wake_ups(m) {
+            Some(extra) if !extra.is_empty() => {
+                let st = queue::StallModel::from_tail(&m.tail.with_extra(&extra));
+                queue::forecast_with(&m.tail, &st, m.stall_times.as_ref(), b)
+            }
+            _ => queue::forecast(&m.tail, m.stall_times.as_ref(), b),
+        },
         Some(g) => {
             let wake = queue::StallModel::from_tail(&m.tail);
             let st = queue::StallModel::from_gaps(
@@ -282,6 +288,36 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     })
 }
 
+/// The latencies the wake-ups a long stall swallowed would have had:
+/// for each logged wake-up late by v beyond the probe's period p, the
+/// wake-up instants v − p, v − 2p, … fell into the same stall and became
+/// missed periods. None when the spike log does not hold every wake-up
+/// later than p (then they cannot be placed).
+fn swallowed_wake_ups(m: &TailModel) -> Option<Vec<Nanos>> {
+    let p = m.sample_period_ns.0;
+    if p == 0 || m.metric != punctual_record::Metric::Latency {
+        return None;
+    }
+    let logged: Vec<u64> = m
+        .spike_log
+        .iter()
+        .map(|(_, v)| v.0)
+        .filter(|v| *v > p + m.tail.bucket_ns)
+        .collect();
+    if (logged.len() as u64) < m.tail.count_above((p + m.tail.bucket_ns) as f64) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for v in logged {
+        let mut r = v - p;
+        while r > 0 {
+            out.push(Nanos(r));
+            r = r.saturating_sub(p);
+        }
+    }
+    Some(out)
+}
+
 /// A timer record sees a stall longer than its period only from the
 /// first wake-up it delays: the wake-ups the stall swallows are missed
 /// periods, not latencies, so the residual-life inference (§3.2 of
@@ -295,14 +331,26 @@ fn long_stall_warning(m: &TailModel) -> Option<String> {
     let p = m.sample_period_ns;
     // Whole buckets beyond the one holding the period itself.
     let k = m.tail.count_above((p.0 + m.tail.bucket_ns) as f64);
-    (k > 0).then(|| {
-        format!(
+    if k == 0 {
+        return None;
+    }
+    Some(match swallowed_wake_ups(m) {
+        Some(extra) => format!(
+            "{k} wake-ups were later than the probe's {p} period: the stalls behind them were \
+             longer than a period, and the {} wake-ups they swallowed (missed periods, which \
+             would have been late by v − {p}, v − 2·{p}, … of each logged v) are added to the \
+             stall inference; the stall term then counts every stall the probe slept through, \
+             also those a consumer would meet asleep, towards more underruns",
+            extra.len()
+        ),
+        None => format!(
             "{k} wake-ups were later than the probe's {p} period: the stalls behind them were \
              longer than a period, and a timer record sees only what is left of each at the \
-             first wake-up it delays (the wake-ups it swallows are missed periods), so the \
-             stall lengths and the time stolen during a compute may be underestimated here; \
-             a running thread's gaps measure them (--stalls NOISE_RECORD, or a check record's own)"
-        )
+             first wake-up it delays; the spike log does not hold every one of them, so the \
+             wake-ups they swallowed (missed periods) cannot be placed, and the stall lengths \
+             and the time stolen during a compute may be underestimated here; a running \
+             thread's gaps measure them (--stalls NOISE_RECORD, or a check record's own)"
+        ),
     })
 }
 
