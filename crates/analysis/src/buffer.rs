@@ -216,6 +216,10 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     } else {
         k_eff
     };
+    // Stalls that cluster in time (on/off storms) make the counts vary
+    // across the record more than Poisson's: the interval is that of
+    // k_e / D, D the index of dispersion of the stall runs across windows.
+    let k_e = k_e / dispersion(m, q.stalls.threshold_ns);
     let k = k_e.round() as u64;
     let (lo, hi) = poisson_ci95(k);
     let (rlo, rhi) = if k == 0 {
@@ -361,6 +365,50 @@ fn stall_count(m: &TailModel, st: &queue::StallModel) -> f64 {
         Some(ns) => ns.gaps as f64,
         None if st.rate_per_s > 0.0 => m.tail.count_above(st.threshold_ns.0 as f64) as f64,
         None => 0.0,
+    }
+}
+
+/// Windows the record is cut into for [`dispersion`].
+const DISPERSION_WINDOWS: usize = 10;
+
+/// Index of dispersion (variance ÷ mean, at least 1) of the runs of late
+/// wake-ups beyond `level` across [`DISPERSION_WINDOWS`] equal windows of
+/// the record: 1 for Poisson stalls, more where they come in storms.
+/// 1 when the spike log does not hold every wake-up beyond the level (a
+/// bounded log's kept part is not spread like the rest), or holds fewer
+/// than 2 runs.
+fn dispersion(m: &TailModel, level: Nanos) -> f64 {
+    let mut at: Vec<u64> = m
+        .spike_log
+        .iter()
+        .filter(|(_, v)| *v > level)
+        .map(|(t, _)| t.0)
+        .collect();
+    let bucket = m.tail.bucket_ns;
+    if at.len() < 2 || (at.len() as u64) < m.tail.count_above((level.0 + bucket) as f64) {
+        return 1.0;
+    }
+    at.sort_unstable();
+    let gap = 2 * m.sample_period_ns.0;
+    let starts: Vec<u64> = at
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| *i == 0 || **t - at[i - 1] > gap)
+        .map(|(_, t)| *t)
+        .collect();
+    let span = m.sample_period_ns.0.saturating_mul(m.tail.n).max(1);
+    let mut counts = [0f64; DISPERSION_WINDOWS];
+    for t in &starts {
+        let w = ((*t as u128 * DISPERSION_WINDOWS as u128) / span as u128) as usize;
+        counts[w.min(DISPERSION_WINDOWS - 1)] += 1.0;
+    }
+    let w = DISPERSION_WINDOWS as f64;
+    let mean = counts.iter().sum::<f64>() / w;
+    let var = counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (w - 1.0);
+    if mean <= 0.0 {
+        1.0
+    } else {
+        (var / mean).max(1.0)
     }
 }
 
@@ -760,5 +808,46 @@ mod tests {
             "{a}"
         );
         assert_eq!(says(&build(Nanos::from_us(900))), None);
+    }
+
+    /// 100 s of a 1 ms probe with 40 late wake-ups of 3 ms: spread one
+    /// every 2.5 s, their counts across the ten windows are all 4
+    /// (dispersion 1, Poisson's interval); all 40 within the first 10 s (a
+    /// storm), the counts are 40, 0, …, 0: variance 160, dispersion 40,
+    /// and the interval is that of a count 40 times smaller.
+    #[test]
+    fn storms_widen_the_interval_by_their_dispersion() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        for i in 0..100_000u64 {
+            r.record(if i % 2500 == 0 {
+                Nanos::from_ms(3)
+            } else {
+                Nanos::from_us(20)
+            });
+        }
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let mut m = TailModel::new(&s, Nanos::ZERO).unwrap();
+        m.spike_log = (0..40u64)
+            .map(|i| (Nanos::from_ms(2500 * i), Nanos::from_ms(3)))
+            .collect();
+        assert_eq!(dispersion(&m, Nanos::from_us(500)), 1.0);
+        let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let even = mttf(&m, &b).unwrap();
+        m.spike_log = (0..40u64)
+            .map(|i| (Nanos::from_ms(200 * i), Nanos::from_ms(3)))
+            .collect();
+        assert!((dispersion(&m, Nanos::from_us(500)) - 40.0).abs() < 1e-9);
+        let storm = mttf(&m, &b).unwrap();
+        assert_eq!(even.underrun_rate_per_s, storm.underrun_rate_per_s);
+        let width = |x: &Mttf| x.rate_ci_high_per_s / x.rate_ci_low_per_s.max(1e-300);
+        assert!(
+            width(&storm) > 3.0 * width(&even),
+            "{} vs {}",
+            width(&storm),
+            width(&even)
+        );
+        // A bounded log that lost some of them cannot say how they spread.
+        m.spike_log.truncate(30);
+        assert_eq!(dispersion(&m, Nanos::from_us(500)), 1.0);
     }
 }
