@@ -67,12 +67,32 @@ fn gaps(dir: &Path) -> PathBuf {
     p
 }
 
+/// Stolen intervals enough to estimate the stall process well: 5 µs
+/// every 5 ms for 4 s.
+fn many_gaps(dir: &Path) -> PathBuf {
+    let p = dir.join("many-gaps.txt");
+    let text: String = (0..800u64)
+        .map(|i| format!("{} 5000\n", 25_000_000 + i * 5_000_000))
+        .collect();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
 fn replayed_check(dir: &Path, timer: &Path, extra: &[&str], json: &Path) -> std::process::Output {
+    replayed_check_with(timer, &gaps(dir), extra, json)
+}
+
+fn replayed_check_with(
+    timer: &Path,
+    gaps: &Path,
+    extra: &[&str],
+    json: &Path,
+) -> std::process::Output {
     punctual()
         .args(["check", "--cpus", "0", "--replay-timer"])
         .arg(timer)
         .arg("--replay-noise")
-        .arg(gaps(dir))
+        .arg(gaps)
         .args(extra)
         .arg("--json")
         .arg(json)
@@ -365,23 +385,24 @@ fn five_live_checks_never_contradict() {
     assert!(c.is_empty(), "{c:#?}");
 }
 
-/// `--baseline`: a run whose late wake-ups come 50 times as often as the
-/// baseline's is worse, said in plain words with both intervals; a run of
+/// `--baseline`: a run whose late wake-ups come 100 times as often as
+/// the baseline's (3 s of wake-ups each) is worse, said in plain words with both intervals; a run of
 /// the same feed shows no difference; the comparison is kept in the
 /// record.
 #[test]
 fn baseline_says_whether_this_run_is_worse() {
     let dir = tempfile::tempdir().unwrap();
-    let quiet = feed(dir.path(), "quiet.txt", 1000, 1000, 7);
-    let noisy = feed(dir.path(), "noisy.txt", 1000, 20, 7);
+    let quiet = feed(dir.path(), "quiet.txt", 3000, 1000, 7);
+    let noisy = feed(dir.path(), "noisy.txt", 3000, 10, 7);
+    let g = many_gaps(dir.path());
     let base = dir.path().join("base.json");
-    let out = replayed_check(dir.path(), &quiet, &["--duration", "2s"], &base);
+    let out = replayed_check_with(&quiet, &g, &["--duration", "6s"], &base);
     assert!(out.status.success());
     let j = dir.path().join("new.json");
-    let out = replayed_check(
-        dir.path(),
+    let out = replayed_check_with(
         &noisy,
-        &["--duration", "2s", "--baseline", base.to_str().unwrap()],
+        &g,
+        &["--duration", "6s", "--baseline", base.to_str().unwrap()],
         &j,
     );
     let text = String::from_utf8_lossy(&out.stdout);
@@ -399,10 +420,10 @@ fn baseline_says_whether_this_run_is_worse() {
         .unwrap()
         .is_empty());
     // The baseline against itself (the same feed again).
-    let out = replayed_check(
-        dir.path(),
+    let out = replayed_check_with(
         &quiet,
-        &["--duration", "2s", "--baseline", base.to_str().unwrap()],
+        &g,
+        &["--duration", "6s", "--baseline", base.to_str().unwrap()],
         &dir.path().join("same.json"),
     );
     let text = String::from_utf8_lossy(&out.stdout);
