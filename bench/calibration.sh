@@ -9,9 +9,13 @@
 #   SHAPE  only this shape (poisson, periodic, on/off, heavy, mixture, tick)
 #
 # For each interference shape: one long run of the consumer itself
-# (3 × 1 ms buffers, 0.5 ms compute) gives the true underrun rate; SEEDS
-# short runs of a 1 ms probe under the same noise are each forecast with
-# the queue model. Prints a markdown table: coverage of the nominal 95%
+# (3 × 1 ms buffers, 0.5 ms compute; after an underrun it drops the jobs
+# queued behind it and restarts at the next release, as validate's
+# consumer does) gives the true underrun rate; SEEDS short runs of a 1 ms
+# probe that skips the periods a stall swallows (as the live probe does)
+# under the same noise are each forecast with the queue model.
+# CAL_QUEUE=1: probe and consumer queue delayed jobs instead (the first
+# harness); CAL_RENEWAL=1: renewal arrivals (--arrivals renewal). Prints a markdown table: coverage of the nominal 95%
 # interval, decided verdicts (targets at 0.1, 0.3, 3 and 10 × the true
 # MTTF) and how many were wrong, median predicted ÷ true rate.
 # Deterministic (fixed seeds). About a minute on 2 cores after the build.

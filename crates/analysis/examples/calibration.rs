@@ -156,28 +156,51 @@ fn scenario(shape: &Shape, task: &str) -> String {
 }
 
 fn probe_task(shape: &Shape) -> String {
-    if shape.timer {
-        "[[timer]]\nname = \"t\"\nperiod = \"1ms\"\nmode = \"fixed\"\ntask = \"probe\"\n\
-         [[task]]\nname = \"probe\"\nkind = \"timer\"\npriority = 31\nexec = \"5us\"\n"
-            .to_string()
+    // CAL_QUEUE=1: the probe queues the jobs a stall delays (as the first
+    // calibration runs did).
+    let refill = if std::env::var_os("CAL_QUEUE").is_some() {
+        ""
     } else {
-        "[[task]]\nname = \"probe\"\nkind = \"periodic\"\npriority = 31\nperiod = \"1ms\"\nexec = \"5us\"\n"
-            .to_string()
+        "deadline = \"1ms\"\nrefill = true\n"
+    };
+    if shape.timer {
+        format!(
+            "[[timer]]\nname = \"t\"\nperiod = \"1ms\"\nmode = \"fixed\"\ntask = \"probe\"\n\
+             [[task]]\nname = \"probe\"\nkind = \"timer\"\npriority = 31\nexec = \"5us\"\n{refill}"
+        )
+    } else {
+        format!(
+            "[[task]]\nname = \"probe\"\nkind = \"periodic\"\npriority = 31\nperiod = \"1ms\"\nexec = \"5us\"\n{refill}"
+        )
     }
 }
 
 /// The consumer: a job of c every t that underruns when it completes
-/// later than (n − 1)·t after its release.
+/// later than (n − 1)·t after its release, and then drops the jobs queued
+/// behind it and starts again at the next release with its ring refilled
+/// (`refill`): the consumer the queue model describes (docs/forecast.md
+/// §3.2) and `validate` runs. One underrun is one such episode.
 fn consumer_task(shape: &Shape) -> String {
+    // CAL_QUEUE=1: the consumer that never drops a job and counts each
+    // late one (the truth of the first calibration runs).
+    let refill = || {
+        if std::env::var_os("CAL_QUEUE").is_some() {
+            ""
+        } else {
+            "refill = true\n"
+        }
+    };
     if shape.timer {
         format!(
             "[[timer]]\nname = \"t\"\nperiod = \"{T_US}us\"\nmode = \"fixed\"\ntask = \"consumer\"\n\
-             [[task]]\nname = \"consumer\"\nkind = \"timer\"\npriority = 31\nexec = \"{C_US}us\"\ndeadline = \"{}us\"\n",
-            T_US * u64::from(N - 1)
+             [[task]]\nname = \"consumer\"\nkind = \"timer\"\npriority = 31\nexec = \"{C_US}us\"\ndeadline = \"{}us\"\n{}",
+            T_US * u64::from(N - 1),
+            refill()
         )
     } else {
         format!(
-            "[[task]]\nname = \"consumer\"\nkind = \"periodic\"\npriority = 31\nperiod = \"{T_US}us\"\nexec = \"{C_US}us\"\nbuffers = {N}\n"
+            "[[task]]\nname = \"consumer\"\nkind = \"periodic\"\npriority = 31\nperiod = \"{T_US}us\"\nexec = \"{C_US}us\"\nbuffers = {N}\n{}",
+            refill()
         )
     }
 }

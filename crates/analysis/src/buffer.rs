@@ -65,7 +65,13 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     let per_s = 1e9 / service.0 as f64;
     let rate = p.probability * per_s;
     let q = match &m.gap_stalls {
-        None => queue::forecast(&m.tail, m.stall_times.as_ref(), b),
+        None => match swallowed_wake_ups(m) {
+            Some(extra) if !extra.is_empty() => {
+                let st = queue::StallModel::from_tail(&m.tail.with_extra(&extra));
+                queue::forecast_with(&m.tail, &st, m.stall_times.as_ref(), b)
+            }
+            _ => queue::forecast(&m.tail, m.stall_times.as_ref(), b),
+        },
         Some(g) => {
             let wake = queue::StallModel::from_tail(&m.tail);
             let st = queue::StallModel::from_gaps(
@@ -86,6 +92,9 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
              does not depend on the period); stalls are a rate per second and need no scaling",
             m.sample_period_ns, service, per_s,
         ));
+    }
+    if let Some(a) = long_stall_warning(m) {
+        assumptions.push(a);
     }
     // The chain sees only the record's own samples. Where fewer than 10
     // wake-ups beyond the slack were observed, the part of the tail the
@@ -118,6 +127,10 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     } else {
         k_eff
     };
+    // Stalls that cluster in time (on/off storms) make the counts vary
+    // across the record more than Poisson's: the interval is that of
+    // k_e / D, D the index of dispersion of the stall runs across windows.
+    let k_e = k_e / dispersion(m, q.stalls.threshold_ns);
     let k = k_e.round() as u64;
     let (lo, hi) = poisson_ci95(k);
     let (rlo, rhi) = if k == 0 {
@@ -190,6 +203,72 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     })
 }
 
+/// The latencies the wake-ups a long stall swallowed would have had:
+/// for each logged wake-up late by v beyond the probe's period p, the
+/// wake-up instants v − p, v − 2p, … fell into the same stall and became
+/// missed periods. None when the spike log does not hold every wake-up
+/// later than p (then they cannot be placed).
+fn swallowed_wake_ups(m: &TailModel) -> Option<Vec<Nanos>> {
+    let p = m.sample_period_ns.0;
+    if p == 0 || m.metric != punctual_record::Metric::Latency {
+        return None;
+    }
+    let logged: Vec<u64> = m
+        .spike_log
+        .iter()
+        .map(|(_, v)| v.0)
+        .filter(|v| *v > p + m.tail.bucket_ns)
+        .collect();
+    if (logged.len() as u64) < m.tail.count_above((p + m.tail.bucket_ns) as f64) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for v in logged {
+        let mut r = v - p;
+        while r > 0 {
+            out.push(Nanos(r));
+            r = r.saturating_sub(p);
+        }
+    }
+    Some(out)
+}
+
+/// A timer record sees a stall longer than its period only from the
+/// first wake-up it delays: the wake-ups the stall swallows are missed
+/// periods, not latencies, so the residual-life inference (§3.2 of
+/// docs/forecast.md) reads the stall process short of its long part.
+/// Said wherever the stall term comes from the wake-ups alone and some
+/// were later than the probe's period.
+fn long_stall_warning(m: &TailModel) -> Option<String> {
+    if m.gap_stalls.is_some() || m.metric != punctual_record::Metric::Latency {
+        return None;
+    }
+    let p = m.sample_period_ns;
+    // Whole buckets beyond the one holding the period itself.
+    let k = m.tail.count_above((p.0 + m.tail.bucket_ns) as f64);
+    if k == 0 {
+        return None;
+    }
+    Some(match swallowed_wake_ups(m) {
+        Some(extra) => format!(
+            "{k} wake-ups were later than the probe's {p} period: the stalls behind them were \
+             longer than a period, and the {} wake-ups they swallowed (missed periods, which \
+             would have been late by v − {p}, v − 2·{p}, … of each logged v) are added to the \
+             stall inference; the stall term then counts every stall the probe slept through, \
+             also those a consumer would meet asleep, towards more underruns",
+            extra.len()
+        ),
+        None => format!(
+            "{k} wake-ups were later than the probe's {p} period: the stalls behind them were \
+             longer than a period, and a timer record sees only what is left of each at the \
+             first wake-up it delays; the spike log does not hold every one of them, so the \
+             wake-ups they swallowed (missed periods) cannot be placed, and the stall lengths \
+             and the time stolen during a compute may be underestimated here; a running \
+             thread's gaps measure them (--stalls NOISE_RECORD, or a check record's own)"
+        ),
+    })
+}
+
 /// The stalls a stall model was estimated from: gaps counted by a
 /// running thread, or the record's wake-ups beyond the stall threshold.
 fn stall_count(m: &TailModel, st: &queue::StallModel) -> f64 {
@@ -197,6 +276,50 @@ fn stall_count(m: &TailModel, st: &queue::StallModel) -> f64 {
         Some(ns) => ns.gaps as f64,
         None if st.rate_per_s > 0.0 => m.tail.count_above(st.threshold_ns.0 as f64) as f64,
         None => 0.0,
+    }
+}
+
+/// Windows the record is cut into for [`dispersion`].
+const DISPERSION_WINDOWS: usize = 10;
+
+/// Index of dispersion (variance ÷ mean, at least 1) of the runs of late
+/// wake-ups beyond `level` across [`DISPERSION_WINDOWS`] equal windows of
+/// the record: 1 for Poisson stalls, more where they come in storms.
+/// 1 when the spike log does not hold every wake-up beyond the level (a
+/// bounded log's kept part is not spread like the rest), or holds fewer
+/// than 2 runs.
+fn dispersion(m: &TailModel, level: Nanos) -> f64 {
+    let mut at: Vec<u64> = m
+        .spike_log
+        .iter()
+        .filter(|(_, v)| *v > level)
+        .map(|(t, _)| t.0)
+        .collect();
+    let bucket = m.tail.bucket_ns;
+    if at.len() < 2 || (at.len() as u64) < m.tail.count_above((level.0 + bucket) as f64) {
+        return 1.0;
+    }
+    at.sort_unstable();
+    let gap = 2 * m.sample_period_ns.0;
+    let starts: Vec<u64> = at
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| *i == 0 || **t - at[i - 1] > gap)
+        .map(|(_, t)| *t)
+        .collect();
+    let span = m.sample_period_ns.0.saturating_mul(m.tail.n).max(1);
+    let mut counts = [0f64; DISPERSION_WINDOWS];
+    for t in &starts {
+        let w = ((*t as u128 * DISPERSION_WINDOWS as u128) / span as u128) as usize;
+        counts[w.min(DISPERSION_WINDOWS - 1)] += 1.0;
+    }
+    let w = DISPERSION_WINDOWS as f64;
+    let mean = counts.iter().sum::<f64>() / w;
+    let var = counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (w - 1.0);
+    if mean <= 0.0 {
+        1.0
+    } else {
+        (var / mean).max(1.0)
     }
 }
 
@@ -567,5 +690,79 @@ mod tests {
         assert_eq!(p.gap.value_ns, Some(Nanos::from_ms(10)));
         assert_eq!(p.buffers_needed, Some(655));
         assert!((p.sustainable_rate_per_s.unwrap() - 260_000.0).abs() < 1.0);
+    }
+
+    /// A 1 ms timer record with 8 wake-ups 3 ms late says that a timer
+    /// record cannot see those stalls' length; one whose latest wake-up
+    /// is within its period says nothing.
+    #[test]
+    fn stalls_longer_than_the_period_are_named() {
+        let build = |late: Nanos| {
+            let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+            for i in 0..10_000u64 {
+                r.record(if i % 1400 == 0 {
+                    late
+                } else {
+                    Nanos::from_us(20)
+                });
+            }
+            TailModel::new(&r.to_series("cpu0.latency", Metric::Latency), Nanos::ZERO).unwrap()
+        };
+        let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let says = |m: &TailModel| {
+            mttf(m, &b)
+                .unwrap()
+                .assumptions
+                .iter()
+                .find(|a| a.contains("later than the probe's"))
+                .cloned()
+        };
+        let a = says(&build(Nanos::from_ms(3))).expect("named");
+        assert!(
+            a.starts_with("8 wake-ups were later than the probe's 1ms period"),
+            "{a}"
+        );
+        assert_eq!(says(&build(Nanos::from_us(900))), None);
+    }
+
+    /// 100 s of a 1 ms probe with 40 late wake-ups of 3 ms: spread one
+    /// every 2.5 s, their counts across the ten windows are all 4
+    /// (dispersion 1, Poisson's interval); all 40 within the first 10 s (a
+    /// storm), the counts are 40, 0, …, 0: variance 160, dispersion 40,
+    /// and the interval is that of a count 40 times smaller.
+    #[test]
+    fn storms_widen_the_interval_by_their_dispersion() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        for i in 0..100_000u64 {
+            r.record(if i % 2500 == 0 {
+                Nanos::from_ms(3)
+            } else {
+                Nanos::from_us(20)
+            });
+        }
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let mut m = TailModel::new(&s, Nanos::ZERO).unwrap();
+        m.spike_log = (0..40u64)
+            .map(|i| (Nanos::from_ms(2500 * i), Nanos::from_ms(3)))
+            .collect();
+        assert_eq!(dispersion(&m, Nanos::from_us(500)), 1.0);
+        let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let even = mttf(&m, &b).unwrap();
+        m.spike_log = (0..40u64)
+            .map(|i| (Nanos::from_ms(200 * i), Nanos::from_ms(3)))
+            .collect();
+        assert!((dispersion(&m, Nanos::from_us(500)) - 40.0).abs() < 1e-9);
+        let storm = mttf(&m, &b).unwrap();
+        assert_eq!(even.underrun_rate_per_s, storm.underrun_rate_per_s);
+        let width = |x: &Mttf| x.rate_ci_high_per_s / x.rate_ci_low_per_s.max(1e-300);
+        assert!(
+            width(&storm) > 3.0 * width(&even),
+            "{} vs {}",
+            width(&storm),
+            width(&even)
+        );
+        // A bounded log that lost some of them cannot say how they spread.
+        m.spike_log.truncate(30);
+        assert_eq!(dispersion(&m, Nanos::from_us(500)), 1.0);
     }
 }

@@ -160,6 +160,22 @@ impl GapStalls {
     }
 }
 
+/// The upper bound a thin (bounded, ξ < 0) fit cannot go below: an
+/// exponential tail (ξ = 0) with the same threshold, share above it and
+/// mean excess σ / (1 − ξ). A record's few hundred excesses cannot tell a
+/// bounded tail from an exponential one, and the bounded fit would put
+/// every value past its endpoint at probability zero, so a verdict could
+/// be decided on the endpoint alone. 0 for a fit with ξ ≥ 0 (its own
+/// bootstrap already reaches past any value).
+fn thin_tail_bound(f: &GpdFit, x: Nanos) -> f64 {
+    if f.shape >= 0.0 {
+        return 0.0;
+    }
+    let mean_excess = f.scale_ns / (1.0 - f.shape);
+    let y = (x.0 as f64 - f.threshold_ns).max(0.0);
+    f.exceed_fraction * (-y / mean_excess).exp()
+}
+
 impl TailModel {
     /// Builds the model. `record_duration` is the fallback for the sample
     /// rate when the series does not carry `sample_period_ns`.
@@ -460,7 +476,7 @@ impl TailModel {
                 ProbEstimate {
                     probability: f.prob_above(x.0 as f64),
                     ci_low: gpd::percentile(&v, 0.025),
-                    ci_high: gpd::percentile(&v, 0.975),
+                    ci_high: gpd::percentile(&v, 0.975).max(thin_tail_bound(&f, x)),
                     extrapolated: true,
                     observed_count: c,
                     note: Some(format!(
@@ -640,5 +656,26 @@ mod tests {
             serde_json::to_string(&a).unwrap(),
             serde_json::to_string(&b).unwrap()
         );
+    }
+
+    /// A bounded fit (ξ = −0.5, σ = 1 ms over u = 1 ms, ζ = 0.01) ends at
+    /// 3 ms; past it the upper bound is the exponential tail of the same
+    /// mean excess (σ / (1 − ξ) = 0.667 ms): at 4 ms, 0.01·e^(−4.5). A
+    /// fit with ξ ≥ 0 adds nothing.
+    #[test]
+    fn a_thin_fit_keeps_an_exponential_upper_bound() {
+        let mut f = GpdFit {
+            threshold_ns: 1e6,
+            scale_ns: 1e6,
+            shape: -0.5,
+            exceed_fraction: 0.01,
+            excesses: 100,
+        };
+        assert_eq!(f.endpoint_ns(), Some(3e6));
+        assert_eq!(f.prob_above(4e6), 0.0);
+        let b = thin_tail_bound(&f, Nanos::from_ms(4));
+        assert!((b - 0.01 * (-4.5f64).exp()).abs() < 1e-15, "{b}");
+        f.shape = 0.2;
+        assert_eq!(thin_tail_bound(&f, Nanos::from_ms(4)), 0.0);
     }
 }

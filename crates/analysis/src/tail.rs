@@ -63,6 +63,29 @@ impl Tail {
         }
     }
 
+    /// This tail with `extra` samples added (each in its bucket); the
+    /// maximum stays the larger of the two.
+    pub fn with_extra(&self, extra: &[Nanos]) -> Tail {
+        let mut map: std::collections::BTreeMap<u64, u64> = self.buckets.iter().copied().collect();
+        for v in extra {
+            *map.entry(v.0 / self.bucket_ns * self.bucket_ns)
+                .or_default() += 1;
+        }
+        let buckets: Vec<(u64, u64)> = map.into_iter().collect();
+        let mut suffix = vec![0u64; buckets.len() + 1];
+        for i in (0..buckets.len()).rev() {
+            suffix[i] = suffix[i + 1] + buckets[i].1;
+        }
+        let top = extra.iter().copied().max().unwrap_or(Nanos::ZERO);
+        Tail {
+            bucket_ns: self.bucket_ns,
+            n: suffix[0],
+            buckets,
+            suffix,
+            max: self.max.max(top),
+        }
+    }
+
     /// `(lower_ns, count)` of the non-empty buckets, ascending.
     pub fn buckets(&self) -> &[(u64, u64)] {
         &self.buckets

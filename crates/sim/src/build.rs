@@ -290,6 +290,11 @@ impl Sim {
                 "buffers must be at least 2 (one being filled, one played)".into(),
             ));
         }
+        if t.refill && t.buffers.is_none() && t.deadline.is_none() {
+            return Err(at(
+                "refill needs buffers or a deadline (what counts as an underrun)".into(),
+            ));
+        }
         if t.buffers.is_some() && t.period.is_none() {
             return Err(at(
                 "buffers needs a period (the length of one buffer)".into()
@@ -382,6 +387,7 @@ impl Sim {
             sleep: t.sleep.clone(),
             exec,
             deadline,
+            refill: t.refill,
             critical,
             stop: t.stop.map(|d| d.0),
             edf,

@@ -107,6 +107,8 @@ pub(crate) struct Task {
     pub(crate) sleep: Option<Dist>,
     pub(crate) exec: Dist,
     pub(crate) deadline: Option<Nanos>,
+    /// Drop the queued jobs after a missed deadline (`refill`).
+    pub(crate) refill: bool,
     pub(crate) critical: Option<(LockId, Nanos, Dist)>,
     pub(crate) stop: Option<Nanos>,
     pub(crate) edf: bool,
@@ -1141,6 +1143,10 @@ impl Sim {
         if t.job_deadline.is_some_and(|d| now > d) {
             t.stats.deadline_misses += 1;
             t.stats.latency.add_missed(1);
+            if t.refill {
+                // Their periods passed while this job ran late: silence.
+                t.backlog.clear();
+            }
         }
         t.active = false;
         if let Some(next) = t.backlog.pop_front() {

@@ -406,6 +406,13 @@ pub struct TaskSpec {
     /// n buffers of one period each: a job finishing later than (n−1)
     /// periods after its release is an underrun (seed 002).
     pub buffers: Option<u32>,
+    /// After a job misses its deadline (an underrun), drop the jobs queued
+    /// behind it and start again at the next release, as a real consumer
+    /// resynchronizes to the next period boundary with its ring refilled
+    /// (the buffers in between play as silence). Default false: queued
+    /// jobs run late, each a miss of its own.
+    #[serde(default)]
+    pub refill: bool,
     pub critical: Option<CriticalSpec>,
     /// Stop releasing jobs after this time.
     pub stop: Option<Dur>,

@@ -202,3 +202,38 @@ fn interrupt_work_the_cpu_cannot_serve_is_dropped_not_queued() {
         .iter()
         .any(|w| w.contains("'storm' were dropped")));
 }
+
+#[test]
+fn a_refilling_consumer_drops_the_jobs_queued_behind_an_underrun() {
+    // 1 ms buffers × 3, 0.5 ms of work, one 10 ms stall at 5 ms (a
+    // higher-priority task that computes 10 ms once). Without refill the
+    // jobs released at 5..14 ms queue behind the stall and run from 15 ms
+    // on, 0.5 ms each: job k (released at 5 + k ms) finishes at
+    // 15.5 + 0.5k ms, late by 10.5 − 0.5k ms, an underrun while that
+    // exceeds the 2 ms deadline: k = 0..16, 17 misses. With refill the
+    // first late job (released at 5 ms, finishing at 15.5 ms) is one
+    // underrun, the ten queued behind it are dropped, and the job released
+    // at 16 ms runs on time: 1 miss.
+    let base = "[sim]\nduration = \"40ms\"\n\
+                [[task]]\nname = \"stall\"\nkind = \"periodic\"\npriority = 31\nperiod = \"1s\"\n\
+                phase = \"5ms\"\nexec = \"10ms\"\n\
+                [[task]]\nname = \"consumer\"\nkind = \"periodic\"\npriority = 10\nperiod = \"1ms\"\n\
+                exec = \"500us\"\nbuffers = 3\n";
+    let misses = |text: &str| {
+        let o = run(text);
+        o.tasks
+            .iter()
+            .find(|t| t.name == "consumer")
+            .unwrap()
+            .deadline_misses
+    };
+    assert_eq!(misses(base), 17);
+    assert_eq!(misses(&format!("{base}refill = true\n")), 1);
+    let e = refuse(
+        "[[task]]\nname = \"a\"\nkind = \"timer\"\npriority = 10\nexec = \"1ms\"\nrefill = true\n",
+    );
+    assert!(
+        e.message.contains("refill needs buffers or a deadline"),
+        "{e}"
+    );
+}

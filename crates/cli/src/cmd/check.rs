@@ -11,14 +11,18 @@
 //! undisturbed, at the cost of not seeing them at the same moment.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+
+use punctual_analysis::profiles::Profile;
+use punctual_analysis::verdict::human_secs;
 
 use punctual_live::noise::{NoiseConfig, UNTHROTTLED_STRETCH};
 use punctual_live::rt::Policy;
 use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
 use punctual_live::{timer::TimerClock, timer::TimerConfig};
 use punctual_measure::{Noise, ProbeRequest, Session, Timer, Tracing};
-use punctual_record::{Metric, Nanos, Platform, Record, Warning};
+use punctual_record::{Metric, Nanos, Platform, Record, VerdictState, Warning};
 use punctual_report::text::{cause, load, platform, probe};
 
 use crate::error::{CliError, CliResult};
@@ -45,23 +49,55 @@ pub struct Args {
     /// verdicts say how the machine does while it is busy.
     #[arg(long, value_name = "SPEC")]
     pub load: Option<String>,
+    /// Keep measuring in rounds of --duration (same probes, same load),
+    /// re-forecasting after each, until every selected profile's verdict
+    /// is decided (meets or misses) or --max is reached. Ctrl-C keeps
+    /// what was measured.
+    #[arg(long)]
+    pub until_decided: bool,
+    /// With --until-decided: the most time to measure in all.
+    #[arg(long, value_name = "DURATION", value_parser = opts::positive_duration, requires = "until_decided")]
+    pub max: Option<Nanos>,
+    /// Give verdicts only for profiles whose name contains NAME
+    /// (repeatable; default: every shipped profile).
+    #[arg(long = "profile", value_name = "NAME")]
+    pub profiles: Vec<String>,
+    /// Replay wake-up latencies (ns, one per line) instead of measuring
+    /// the timer half: for tests and for re-analysing a captured feed.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub replay_timer: Option<PathBuf>,
+    /// Replay stolen intervals (`START_NS LEN_NS` a line, as `noise
+    /// --replay`) instead of measuring the noise half.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub replay_noise: Option<PathBuf>,
+    /// Say whether this run is worse than a saved check record (the
+    /// baseline), profile by profile: worse when this run's 95% interval
+    /// of the MTTF lies wholly below the baseline's.
+    #[arg(long, value_name = "RECORD")]
+    pub baseline: Option<PathBuf>,
     #[command(flatten)]
     pub cause: CauseArgs,
 }
 
-/// Per-workload verdicts (does this machine meet each shipped profile's
-/// MTTF, and if not what buffering would) read from the timer half's
-/// wake-ups: the noise half's seconds must not dilute the wake-up rate.
-/// The time stolen during each compute comes from the noise half's gaps
-/// on the same CPU (docs/forecast.md §3.4), which it measured in stretches
-/// that RT throttling never stops; without them (an interrupted run) it
-/// is inferred from the wake-ups. A verdict is decided only when its whole
-/// 95% interval is on one side of the target. Printed, and kept in the
-/// record's typed `verdicts` (and the full detail in `extra["verdicts"]`)
-/// so the record says what the terminal said.
-pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
+/// --max when --until-decided is given without it.
+pub const DEFAULT_MAX: Nanos = Nanos::from_secs(30 * 60);
+
+/// The verdicts of a check record: for `profiles`, from the timer
+/// half's wake-ups (`timer` holds the record-time windows the timer ran
+/// in; the noise half's seconds must not dilute the wake-up rate), with
+/// the time stolen during each compute from the noise half's gaps on the
+/// same CPU (docs/forecast.md §3.4), which it measured in stretches that
+/// RT throttling never stops; without them (an interrupted run) it is
+/// inferred from the wake-ups. A verdict is decided only when its whole
+/// 95% interval is on one side of the target. The second value says what
+/// the stall term came from.
+pub fn verdicts_of(
+    rec: &Record,
+    timer: &[TimerWindow],
+    profiles: &[Profile],
+) -> (Vec<punctual_analysis::Verdict>, &'static str) {
     let mut timer_part = Record::new(rec.source, &rec.kind, Platform::default());
-    timer_part.duration_ns = timer_elapsed;
+    timer_part.duration_ns = timer.iter().map(|w| w.len).sum();
     timer_part.series = rec
         .series
         .iter()
@@ -76,15 +112,10 @@ pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
         .collect();
     let mut models = punctual_analysis::verdict::models(&timer_part);
     punctual_analysis::verdict::attach_own_gaps(&mut models, rec);
-    let mut v =
-        punctual_analysis::verdict::verdicts_for(&models, &punctual_analysis::profiles::builtin());
-    if v.is_empty() {
-        return;
-    }
-    let why = unrepresentative(rec, timer_elapsed);
-    if let Some(why) = &why {
+    let mut v = punctual_analysis::verdict::verdicts_for(&models, profiles);
+    if let Some(why) = unrepresentative(rec, timer) {
         for x in v.iter_mut() {
-            x.not_representative(why);
+            x.not_representative(&why);
         }
     }
     let from = if models.iter().any(|m| m.gap_stalls.is_some()) {
@@ -92,13 +123,25 @@ pub fn print_verdicts(rec: &mut Record, timer_elapsed: Nanos) {
     } else {
         "from the wake-up latencies"
     };
+    (v, from)
+}
+
+/// Per-workload verdicts (does this machine meet each selected profile's
+/// MTTF, and if not what buffering would; [`verdicts_of`]). Printed, and
+/// kept in the record's typed `verdicts` (and the full detail in
+/// `extra["verdicts"]`) so the record says what the terminal said.
+pub fn print_verdicts(rec: &mut Record, timer: &[TimerWindow], profiles: &[Profile]) {
+    let (v, from) = verdicts_of(rec, timer, profiles);
+    if v.is_empty() {
+        return;
+    }
     println!(
         "\n== verdicts for {} workload profiles: {} (decided only when the whole 95% CI of the \
          MTTF is on one side of the target; {from}; `punctual forecast` explains each)",
         v.len(),
         punctual_report::text::verdict::tally(&v)
     );
-    if let Some(why) = &why {
+    if let Some(why) = unrepresentative(rec, timer) {
         println!("   NOT REPRESENTATIVE: {why}");
     }
     print!("{}", render_verdicts_compact(&v));
@@ -126,7 +169,7 @@ fn render_verdicts_compact(v: &[punctual_analysis::Verdict]) -> String {
 /// Why a check record's verdicts cannot stand for a real-time consumer on
 /// one machine: its probes ran without their real-time policy, or the
 /// machine changed during the run ([`halves_differ`]).
-pub fn unrepresentative(rec: &Record, timer_elapsed: Nanos) -> Option<String> {
+pub fn unrepresentative(rec: &Record, timer: &[TimerWindow]) -> Option<String> {
     let mut why = Vec::new();
     if rec
         .warnings
@@ -140,26 +183,45 @@ pub fn unrepresentative(rec: &Record, timer_elapsed: Nanos) -> Option<String> {
                 .to_string(),
         );
     }
-    if let Some(d) = halves_differ(rec, timer_elapsed) {
+    if let Some(d) = halves_differ(rec, timer) {
         why.push(d);
     }
     (!why.is_empty()).then(|| why.join("; and "))
 }
 
-/// Whether the first and second half of the timer run differ beyond
-/// chance. The spike log keeps the latest wake-ups with their times; on a
-/// machine that does not change, each is as likely to fall in either
-/// half, so the count in the first half is Binomial(K, ½). A count more
-/// than 4 standard deviations from K/2 (K ≥ 20) is a changed machine:
-/// 4 rather than 2 because late wake-ups come in bursts, which widen the
-/// spread beyond the binomial's.
-pub fn halves_differ(rec: &Record, timer_elapsed: Nanos) -> Option<String> {
-    let mid = timer_elapsed.0 / 2;
+/// Where in a check record's time the timer probe ran: one window per
+/// round (`--until-decided` measures several).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerWindow {
+    pub start: Nanos,
+    pub len: Nanos,
+}
+
+/// Whether the first and second half of the timer run (its windows laid
+/// end to end) differ beyond chance. The spike log keeps the latest
+/// wake-ups with their times; on a machine that does not change, each is
+/// as likely to fall in either half, so the count in the first half is
+/// Binomial(K, ½). A count more than 4 standard deviations from K/2
+/// (K ≥ 20) is a changed machine: 4 rather than 2 because late wake-ups
+/// come in bursts, which widen the spread beyond the binomial's.
+pub fn halves_differ(rec: &Record, timer: &[TimerWindow]) -> Option<String> {
+    let total: Nanos = timer.iter().map(|w| w.len).sum();
+    let mid = total.0 / 2;
+    // Each latency spike's place in the timer's own time.
     let at: Vec<u64> = rec
         .spikes
         .iter()
-        .filter(|s| s.metric == Metric::Latency && s.at_ns.0 < timer_elapsed.0)
-        .map(|s| s.at_ns.0)
+        .filter(|s| s.metric == Metric::Latency)
+        .filter_map(|s| {
+            let mut before = 0;
+            for w in timer {
+                if s.at_ns >= w.start && s.at_ns.0 < w.start.0 + w.len.0 {
+                    return Some(before + (s.at_ns.0 - w.start.0));
+                }
+                before += w.len.0;
+            }
+            None
+        })
         .collect();
     let k = at.len() as f64;
     if at.len() < 20 {
@@ -187,6 +249,367 @@ fn realtime_allowed() -> bool {
         .unwrap_or(false)
 }
 
+/// One round of a check: the timer half, then (unless interrupted) the
+/// noise half, into a record of its own.
+struct Round {
+    rec: Record,
+    timer_elapsed: Nanos,
+    elapsed: Nanos,
+    causes: String,
+}
+
+/// What every round measures with.
+struct Plan<'a> {
+    args: &'a Args,
+    cpus: Vec<u32>,
+    load_specs: Vec<punctual_loads::LoadSpec>,
+    timer_replay: Option<Vec<Nanos>>,
+    noise_replay: Option<punctual_live::noise::Replay>,
+    policy: &'static str,
+}
+
+impl Plan<'_> {
+    /// Measures one round; `quiet` leaves out the section headings and
+    /// tables (later rounds of --until-decided, shown together at the end).
+    fn round(&self, session: &Session, stop: &AtomicBool, quiet: bool) -> CliResult<Round> {
+        let args = self.args;
+        let half = args.duration / 2;
+        let mut rec = session.new_record("check", crate::output::rfc3339_now());
+        let timer = ProbeRequest {
+            kind: "check",
+            label: "timer",
+            probe: Arc::new(Timer {
+                cfg: TimerConfig {
+                    cpus: self.cpus.clone(),
+                    policy: Policy::Fifo { priority: 95 },
+                    interval: Nanos::from_ms(1),
+                    duration: half,
+                    clock: TimerClock::Nanosleep,
+                    threshold: Nanos::ZERO,
+                    max_spikes: DEFAULT_SPIKE_CAPACITY,
+                    lock_memory: true,
+                },
+                replay: self.timer_replay.clone(),
+            }),
+            loads: Vec::new(),
+            tracing: args.cause.tracing(),
+        };
+        let ncfg = NoiseConfig {
+            cpus: self.cpus.clone(),
+            policy: Policy::Fifo { priority: 95 },
+            duration: args.duration - half,
+            threshold: None,
+            max_spikes: DEFAULT_SPIKE_CAPACITY,
+            lock_memory: true,
+            // In stretches, so RT throttling never stops the loop: its gaps
+            // then hold only time stolen from a running thread, which the
+            // verdicts charge to each compute.
+            stretch: Some(UNTHROTTLED_STRETCH),
+        };
+        let noise_duration = ncfg.duration;
+        let mut noise = ProbeRequest {
+            kind: "check",
+            label: "noise",
+            probe: Arc::new(Noise {
+                cfg: ncfg,
+                replay: self.noise_replay.clone(),
+            }),
+            loads: Vec::new(),
+            tracing: args.cause.tracing(),
+        };
+        timer.probe.set_config(&mut rec, "timer.");
+        noise.probe.set_config(&mut rec, "noise.");
+        rec.set_config(
+            "split",
+            "sequential: timer for the first half, noise for the second",
+        );
+        if let Some(p) = &args.replay_timer {
+            rec.set_config("timer.replay", p.display().to_string());
+        }
+        if let Some(p) = &args.replay_noise {
+            rec.set_config("noise.replay", p.display().to_string());
+        }
+        // Through both halves; on an error they stop when dropped.
+        let loads = punctual_measure::loads::start(&self.load_specs, args.duration)?;
+        if let (Some(l), false) = (&args.load, quiet) {
+            println!("\n== under load: {l} for {}", args.duration);
+        }
+        let policy = self.policy;
+        if !quiet {
+            println!(
+                "\n== wake-up latency: one {policy} thread per CPU waking every 1ms for {half}"
+            );
+        }
+        let t = session.measure(&mut rec, &timer, None)?;
+        let timer_elapsed = t.elapsed;
+        let mut elapsed = timer_elapsed;
+        let mut causes = t
+            .cause
+            .map(|s| cause::section(timer.probe.spikes_are(), &s, &rec))
+            .unwrap_or_default();
+        if !quiet {
+            print!("{}", probe::latency_table(&rec));
+        }
+        if !interrupted(stop) {
+            let (on, rest) = UNTHROTTLED_STRETCH;
+            if !quiet {
+                println!(
+                    "\n== stolen time: one {policy} busy loop per CPU for {noise_duration} ({on} at a time with {rest} rests, so RT throttling never stops it)"
+                );
+            }
+            // A record of its own for this half: its time zero is the noise
+            // run's, so the flight recorder lines its events up with the right
+            // spikes; its spikes are then moved onto the check's time zero.
+            let mut part = Record::new(rec.source, "check", Platform::default());
+            if rec
+                .warnings
+                .iter()
+                .any(|w| matches!(w, Warning::NoTracing { .. }))
+            {
+                noise.tracing = Tracing::Off; // said once is enough; the second start would fail alike
+            }
+            let n = session.measure(&mut part, &noise, None)?;
+            elapsed += n.elapsed;
+            if let Some(s) = n.cause {
+                causes.push_str(&cause::section(noise.probe.spikes_are(), &s, &part));
+            }
+            punctual_measure::merge::merge_noise_half(&mut rec, part);
+            if !quiet {
+                print!("{}", probe::stolen_table(&rec));
+            }
+        }
+        punctual_measure::loads::finish(loads, &self.load_specs, &mut rec);
+        if !quiet {
+            print!("{}", load::load_lines(&rec));
+        }
+        punctual_measure::session::finish_record(&mut rec, elapsed, args.duration);
+        Ok(Round {
+            rec,
+            timer_elapsed,
+            elapsed,
+            causes,
+        })
+    }
+}
+
+/// The rounds of a check as one record, laid end to end (the report's
+/// lossless merge: histograms merged, spikes and stolen timelines moved
+/// onto the first round's time zero), with the timer windows in its time.
+/// One round is returned as it is.
+fn combine(rounds: &[Round]) -> CliResult<(Record, Vec<TimerWindow>)> {
+    if let [one] = rounds {
+        return Ok((
+            one.rec.clone(),
+            vec![TimerWindow {
+                start: Nanos::ZERO,
+                len: one.timer_elapsed,
+            }],
+        ));
+    }
+    let inputs: Vec<punctual_report::Input> = rounds
+        .iter()
+        .enumerate()
+        .map(|(i, r)| punctual_report::Input::new(format!("round {}", i + 1), r.rec.clone()))
+        .collect();
+    let mut rec =
+        punctual_report::merge::merge(&inputs).map_err(|e| CliError::runtime(e.to_string()))?;
+    let last = &rounds[rounds.len() - 1].rec;
+    rec.kind = "check".into();
+    rec.extra = last.extra.clone();
+    rec.started_mono_ns = rounds[0].rec.started_mono_ns;
+    let mut windows = Vec::new();
+    let mut at = Nanos::ZERO;
+    let mut list = Vec::new();
+    for r in rounds {
+        windows.push(TimerWindow {
+            start: at,
+            len: r.timer_elapsed,
+        });
+        list.push(serde_json::json!({
+            "started_at": r.rec.started_at,
+            "offset_ns": at,
+            "duration_ns": r.rec.duration_ns,
+            "timer_ns": r.timer_elapsed,
+        }));
+        at += r.rec.duration_ns;
+    }
+    rec.extra
+        .insert("rounds".into(), serde_json::Value::Array(list));
+    rec.set_config("rounds", rounds.len());
+    Ok((rec, windows))
+}
+
+/// The profiles `--profile` selects (all when none is given); a NAME
+/// matching none is refused.
+fn selected_profiles(names: &[String]) -> CliResult<Vec<Profile>> {
+    let all = punctual_analysis::profiles::builtin();
+    if names.is_empty() {
+        return Ok(all);
+    }
+    for n in names {
+        if !all.iter().any(|p| p.name.contains(n.as_str())) {
+            return Err(CliError::usage(format!(
+                "--profile {n}: no workload profile's name contains it (a check without --profile names every profile in its verdicts)"
+            )));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|p| names.iter().any(|n| p.name.contains(n.as_str())))
+        .collect())
+}
+
+/// How much longer to measure (whole rounds of `round`, which spend
+/// `timer_share` of their time on wake-ups) before every open verdict's
+/// `measure_more` of wake-ups is reached: the longest of them.
+fn time_left(
+    open: &[&punctual_analysis::Verdict],
+    timer_measured: Nanos,
+    timer_share: f64,
+) -> Option<f64> {
+    open.iter()
+        .filter_map(|v| v.measure_more_seconds)
+        .map(|need| (need - timer_measured.as_secs_f64()).max(0.0) / timer_share)
+        .max_by(f64::total_cmp)
+}
+
+/// The timer windows of a check record: as it wrote them, else (records
+/// written before they were kept) one window of the timer half it asked
+/// for, or of the whole record when it is no check.
+pub fn timer_windows_of(rec: &Record) -> Vec<TimerWindow> {
+    if let Some(w) = rec.extra.get("timer_windows").and_then(|v| v.as_array()) {
+        let w: Vec<TimerWindow> = w
+            .iter()
+            .filter_map(|x| {
+                Some(TimerWindow {
+                    start: Nanos(x.get(0)?.as_u64()?),
+                    len: Nanos(x.get(1)?.as_u64()?),
+                })
+            })
+            .collect();
+        if !w.is_empty() {
+            return w;
+        }
+    }
+    let asked = rec
+        .config
+        .get("timer.duration_ns")
+        .and_then(|v| v.as_u64())
+        .map(Nanos);
+    vec![TimerWindow {
+        start: Nanos::ZERO,
+        len: asked.map_or(rec.duration_ns, |a| a.min(rec.duration_ns)),
+    }]
+}
+
+/// Reads a `--baseline` record: it must hold wake-up latencies.
+fn read_baseline(p: &std::path::Path) -> CliResult<Record> {
+    if !p.exists() {
+        return Err(CliError::usage(format!(
+            "--baseline {}: no such file",
+            p.display()
+        )));
+    }
+    let r = Record::read(p).map_err(|e| CliError::usage(format!("--baseline: {e}")))?;
+    if !r.series.iter().any(|s| s.metric == Metric::Latency) {
+        return Err(CliError::usage(format!(
+            "--baseline {}: the record has no wake-up latency series to compare with (give a check or timer record)",
+            p.display()
+        )));
+    }
+    Ok(r)
+}
+
+/// This run against a baseline, profile by profile, by the same 95%
+/// intervals of the MTTF that decide the verdicts: worse when this run's
+/// interval lies wholly below the baseline's, better when wholly above,
+/// otherwise no difference is shown (two overlapping intervals cannot
+/// tell the runs apart; no fixed threshold is used).
+#[derive(Debug, Default)]
+pub struct AgainstBaseline {
+    pub worse: Vec<Shift>,
+    pub better: Vec<Shift>,
+    pub same: usize,
+}
+
+/// One profile whose MTTF interval moved: this run's and the baseline's.
+#[derive(Debug)]
+pub struct Shift {
+    pub profile: String,
+    pub now: (Option<f64>, Option<f64>),
+    pub then: (Option<f64>, Option<f64>),
+}
+
+pub fn against_baseline(
+    now: &[punctual_analysis::Verdict],
+    then: &[punctual_analysis::Verdict],
+) -> AgainstBaseline {
+    let mut out = AgainstBaseline::default();
+    for a in now {
+        let Some(b) = then.iter().find(|b| b.profile == a.profile) else {
+            continue;
+        };
+        let hi = |x: Option<f64>| x.unwrap_or(f64::INFINITY);
+        let lo = |x: Option<f64>| x.unwrap_or(0.0);
+        let shift = || Shift {
+            profile: a.profile.clone(),
+            now: (a.mttf_ci_low_seconds, a.mttf_ci_high_seconds),
+            then: (b.mttf_ci_low_seconds, b.mttf_ci_high_seconds),
+        };
+        if hi(a.mttf_ci_high_seconds) < lo(b.mttf_ci_low_seconds) {
+            out.worse.push(shift());
+        } else if lo(a.mttf_ci_low_seconds) > hi(b.mttf_ci_high_seconds) {
+            out.better.push(shift());
+        } else {
+            out.same += 1;
+        }
+    }
+    out
+}
+
+impl AgainstBaseline {
+    /// Plain words first, then the profiles that moved.
+    pub fn text(&self) -> String {
+        let ci = punctual_analysis::verdict::ci_text;
+        let mut s = String::new();
+        if self.worse.is_empty() && self.better.is_empty() {
+            s.push_str(&format!(
+                "  no difference shown: for all {} profiles this run's and the baseline's 95% intervals of the MTTF overlap\n",
+                self.same
+            ));
+            return s;
+        }
+        if !self.worse.is_empty() {
+            s.push_str(&format!(
+                "  WORSE than the baseline for {} profiles: this machine (or this run's conditions) is not the one the baseline measured\n",
+                self.worse.len()
+            ));
+        } else {
+            s.push_str(&format!(
+                "  better than the baseline for {} profiles, worse for none: this machine (or this run's conditions) is not the one the baseline measured\n",
+                self.better.len()
+            ));
+        }
+        for (word, list) in [("worse ", &self.worse), ("better", &self.better)] {
+            for x in list.iter() {
+                s.push_str(&format!(
+                    "  {word} {}: MTTF {} here, {} in the baseline\n",
+                    x.profile,
+                    ci(x.now.0, x.now.1),
+                    ci(x.then.0, x.then.1)
+                ));
+            }
+        }
+        if self.same > 0 {
+            s.push_str(&format!(
+                "  no difference shown for the other {} profiles (intervals overlap)\n",
+                self.same
+            ));
+        }
+        s
+    }
+}
+
 pub fn run(args: Args) -> CliResult {
     let cpus = opts::cpus(&args.cpus)?;
     opts::check_output("--json", &args.json)?;
@@ -196,113 +619,169 @@ pub fn run(args: Args) -> CliResult {
             args.duration
         )));
     }
+    let max = args.max.unwrap_or(DEFAULT_MAX);
+    if args.until_decided && max < args.duration {
+        return Err(CliError::usage(format!(
+            "--max {max} is shorter than one round (--duration {}); give a longer --max or a shorter --duration",
+            args.duration
+        )));
+    }
+    let replaying = args.replay_timer.is_some() || args.replay_noise.is_some();
+    if replaying && args.cause.cause {
+        return Err(CliError::usage(
+            "--cause traces a live run; it does not apply to a replayed feed",
+        ));
+    }
+    let profiles = selected_profiles(&args.profiles)?;
+    let baseline = match &args.baseline {
+        Some(p) => Some((p.clone(), read_baseline(p)?)),
+        None => None,
+    };
+    let timer_replay = match &args.replay_timer {
+        Some(p) => Some(opts::read_replay(p, "a latency in ns", |l| {
+            l.parse::<u64>().ok().map(Nanos)
+        })?),
+        None => None,
+    };
+    let noise_replay = match &args.replay_noise {
+        Some(p) => Some(crate::cmd::noise::read_replay(p)?),
+        None => None,
+    };
     let load_specs = opts::load_specs(args.load.as_deref())?;
     let stop = crate::interrupt::stop_flag();
     let terminal = Terminal::default();
     let session = Session::new(Arc::clone(&stop), &terminal);
-    let half = args.duration / 2;
-    let mut rec = session.new_record("check", crate::output::rfc3339_now());
     println!("== this machine");
-    print!("{}", platform::platform_text(&rec.platform, false));
-    let timer = ProbeRequest {
-        kind: "check",
-        label: "timer",
-        probe: Arc::new(Timer {
-            cfg: TimerConfig {
-                cpus: cpus.clone(),
-                policy: Policy::Fifo { priority: 95 },
-                interval: Nanos::from_ms(1),
-                duration: half,
-                clock: TimerClock::Nanosleep,
-                threshold: Nanos::ZERO,
-                max_spikes: DEFAULT_SPIKE_CAPACITY,
-                lock_memory: true,
-            },
-            replay: None,
-        }),
-        loads: Vec::new(),
-        tracing: args.cause.tracing(),
-    };
-    let ncfg = NoiseConfig {
-        cpus,
-        policy: Policy::Fifo { priority: 95 },
-        duration: args.duration - half,
-        threshold: None,
-        max_spikes: DEFAULT_SPIKE_CAPACITY,
-        lock_memory: true,
-        // In stretches, so RT throttling never stops the loop: its gaps
-        // then hold only time stolen from a running thread, which the
-        // verdicts charge to each compute.
-        stretch: Some(UNTHROTTLED_STRETCH),
-    };
-    let noise_duration = ncfg.duration;
-    let mut noise = ProbeRequest {
-        kind: "check",
-        label: "noise",
-        probe: Arc::new(Noise {
-            cfg: ncfg,
-            replay: None,
-        }),
-        loads: Vec::new(),
-        tracing: args.cause.tracing(),
-    };
-    timer.probe.set_config(&mut rec, "timer.");
-    noise.probe.set_config(&mut rec, "noise.");
-    rec.set_config(
-        "split",
-        "sequential: timer for the first half, noise for the second",
+    print!(
+        "{}",
+        platform::platform_text(&punctual_live::sysinfo::collect(), false)
     );
-    // Through both halves; on an error they stop when dropped.
-    let loads = punctual_measure::loads::start(&load_specs, args.duration)?;
-    if let Some(l) = &args.load {
-        println!("\n== under load: {l} for {}", args.duration);
-    }
-    let rt = realtime_allowed();
-    let policy = if rt {
+    let policy = if replaying {
+        "replayed"
+    } else if realtime_allowed() {
         "SCHED_FIFO 95"
     } else {
         "SCHED_OTHER (not allowed SCHED_FIFO)"
     };
-    println!("\n== wake-up latency: one {policy} thread per CPU waking every 1ms for {half}");
-    let t = session.measure(&mut rec, &timer, None)?;
-    let timer_elapsed = t.elapsed;
-    let mut elapsed = timer_elapsed;
-    let mut causes = t
-        .cause
-        .map(|s| cause::section(timer.probe.spikes_are(), &s, &rec))
-        .unwrap_or_default();
-    print!("{}", probe::latency_table(&rec));
-    if !interrupted(&stop) {
-        let (on, rest) = UNTHROTTLED_STRETCH;
+    let plan = Plan {
+        args: &args,
+        cpus,
+        load_specs,
+        timer_replay,
+        noise_replay,
+        policy,
+    };
+    let mut rounds = vec![plan.round(&session, &stop, false)?];
+    if args.until_decided {
+        let share = |r: &[Round]| {
+            let e: Nanos = r.iter().map(|x| x.elapsed).sum();
+            let t: Nanos = r.iter().map(|x| x.timer_elapsed).sum();
+            (e, t, t.as_secs_f64() / e.as_secs_f64().max(1e-9))
+        };
+        loop {
+            let (rec, windows) = combine(&rounds)?;
+            let (v, _) = verdicts_of(&rec, &windows, &profiles);
+            let open: Vec<&punctual_analysis::Verdict> = v
+                .iter()
+                .filter(|x| x.state == VerdictState::Inconclusive)
+                .collect();
+            let (elapsed, timer, timer_share) = share(&rounds);
+            let left = time_left(&open, timer, timer_share);
+            let why_stop = if open.is_empty() {
+                Some("every verdict is decided".to_string())
+            } else if interrupted(&stop) {
+                Some("interrupted; keeping what was measured".to_string())
+            } else if elapsed + args.duration > max {
+                Some(format!("--max {max} reached"))
+            } else {
+                None
+            };
+            eprintln!(
+                "punctual check: round {}, {} measured: {} of {} profiles still inconclusive{}{}",
+                rounds.len(),
+                Nanos(elapsed.0 / 10_000_000 * 10_000_000),
+                open.len(),
+                v.len(),
+                match left {
+                    Some(s) if !open.is_empty() =>
+                        format!(", about {} more to decide them all", human_secs(s)),
+                    _ => String::new(),
+                },
+                why_stop
+                    .as_ref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
+            );
+            if why_stop.is_some() {
+                break;
+            }
+            rounds.push(plan.round(&session, &stop, true)?);
+        }
+    }
+    let (mut rec, windows) = combine(&rounds)?;
+    if args.until_decided && interrupted(&stop) && !rec.interrupted {
+        // Stopped between rounds: what was measured is whole, but the run
+        // is shorter than it would have been.
+        rec.interrupted = true;
+        rec.warnings.push(Warning::Interrupted {
+            completed_ns: rec.duration_ns.0,
+            asked_ns: max.0,
+        });
+    }
+    let causes: String = rounds.iter().map(|r| r.causes.as_str()).collect();
+    if rounds.len() > 1 {
+        let (elapsed, timer, _) = {
+            let e: Nanos = rounds.iter().map(|x| x.elapsed).sum();
+            let t: Nanos = rounds.iter().map(|x| x.timer_elapsed).sum();
+            (e, t, ())
+        };
         println!(
-            "\n== stolen time: one {policy} busy loop per CPU for {noise_duration} ({on} at a time with {rest} rests, so RT throttling never stops it)"
+            "\n== all {} rounds together: {timer} of wake-ups in {elapsed}",
+            rounds.len()
         );
-        // A record of its own for this half: its time zero is the noise
-        // run's, so the flight recorder lines its events up with the right
-        // spikes; its spikes are then moved onto the check's time zero.
-        let mut part = Record::new(rec.source, "check", Platform::default());
-        if rec
-            .warnings
-            .iter()
-            .any(|w| matches!(w, Warning::NoTracing { .. }))
-        {
-            noise.tracing = Tracing::Off; // said once is enough; the second start would fail alike
-        }
-        let n = session.measure(&mut part, &noise, None)?;
-        elapsed += n.elapsed;
-        if let Some(s) = n.cause {
-            causes.push_str(&cause::section(noise.probe.spikes_are(), &s, &part));
-        }
-        punctual_measure::merge::merge_noise_half(&mut rec, part);
+        print!("{}", probe::latency_table(&rec));
         print!("{}", probe::stolen_table(&rec));
     }
-    punctual_measure::loads::finish(loads, &load_specs, &mut rec);
-    print!("{}", load::load_lines(&rec));
     print!("{causes}");
-    punctual_measure::session::finish_record(&mut rec, elapsed, args.duration);
     println!("\n== summary");
     print!("{}", probe::check_summary(&rec));
-    print_verdicts(&mut rec, timer_elapsed);
+    rec.extra.insert(
+        "timer_windows".into(),
+        serde_json::to_value(
+            windows
+                .iter()
+                .map(|w| [w.start.0, w.len.0])
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or(serde_json::Value::Null),
+    );
+    print_verdicts(&mut rec, &windows, &profiles);
+    if let Some((path, base)) = &baseline {
+        let (now, _) = verdicts_of(&rec, &windows, &profiles);
+        let (then, _) = verdicts_of(base, &timer_windows_of(base), &profiles);
+        let c = against_baseline(&now, &then);
+        println!(
+            "\n== against the baseline {} ({}{})",
+            path.display(),
+            base.started_at,
+            base.platform
+                .hostname
+                .as_ref()
+                .map(|h| format!(", {h}"))
+                .unwrap_or_default()
+        );
+        print!("{}", c.text());
+        rec.extra.insert(
+            "baseline".into(),
+            serde_json::json!({
+                "record": path.display().to_string(),
+                "started_at": base.started_at,
+                "worse": c.worse.iter().map(|x| &x.profile).collect::<Vec<_>>(),
+                "better": c.better.iter().map(|x| &x.profile).collect::<Vec<_>>(),
+                "same": c.same,
+            }),
+        );
+    }
     if !rec.warnings.is_empty() {
         println!("\n== what may hurt, and what to change");
         print!("{}", probe::warnings_text(&rec));
@@ -314,6 +793,13 @@ pub fn run(args: Args) -> CliResult {
 mod tests {
     use super::*;
     use punctual_record::{Source, Spike};
+
+    fn ten_s() -> Vec<TimerWindow> {
+        vec![TimerWindow {
+            start: Nanos::ZERO,
+            len: Nanos::from_secs(10),
+        }]
+    }
 
     fn with_spikes(at_ms: impl Iterator<Item = u64>) -> Record {
         let mut r = Record::new(Source::Measured, "check", Platform::default());
@@ -336,16 +822,47 @@ mod tests {
     #[test]
     fn halves_that_differ_beyond_chance_are_named() {
         let even = with_spikes((0..40).map(|i| i * 250));
-        assert_eq!(halves_differ(&even, Nanos::from_secs(10)), None);
+        assert_eq!(halves_differ(&even, &ten_s()), None);
         let front = with_spikes((0..40).map(|i| i * 100));
-        let d = halves_differ(&front, Nanos::from_secs(10)).unwrap();
+        let d = halves_differ(&front, &ten_s()).unwrap();
         assert!(
             d.contains("40 latest wake-ups, 40 came in the first half"),
             "{d}"
         );
-        assert!(unrepresentative(&front, Nanos::from_secs(10)).is_some());
+        assert!(unrepresentative(&front, &ten_s()).is_some());
         // Too few to tell.
         let few = with_spikes((0..10).map(|i| i * 100));
-        assert_eq!(halves_differ(&few, Nanos::from_secs(10)), None);
+        assert_eq!(halves_differ(&few, &ten_s()), None);
+    }
+
+    /// Rounds of --until-decided: the halves are of the timer's own time,
+    /// the windows laid end to end, so the noise halves between them do
+    /// not count. Two rounds of 5 s of wake-ups, each followed by 5 s of
+    /// noise: 20 spikes in each window is one machine; all 40 in the first
+    /// round is a changed one.
+    #[test]
+    fn halves_are_over_the_timer_windows_of_all_rounds() {
+        let w = [
+            TimerWindow {
+                start: Nanos::ZERO,
+                len: Nanos::from_secs(5),
+            },
+            TimerWindow {
+                start: Nanos::from_secs(10),
+                len: Nanos::from_secs(5),
+            },
+        ];
+        let even = with_spikes(
+            (0..20)
+                .map(|i| i * 250)
+                .chain((0..20).map(|i| 10_000 + i * 250)),
+        );
+        assert_eq!(halves_differ(&even, &w), None);
+        let first = with_spikes((0..40).map(|i| i * 120));
+        assert!(halves_differ(&first, &w).is_some());
+        // Spikes outside every timer window (the noise halves) are not
+        // wake-ups of the timer.
+        let outside = with_spikes((0..40).map(|i| 5_000 + i * 100));
+        assert_eq!(halves_differ(&outside, &w), None);
     }
 }

@@ -52,7 +52,7 @@ pub struct Args {
 const REPLAY_STEP: Nanos = Nanos(50);
 
 /// `--replay`: stolen intervals, one `START_NS LEN_NS` a line.
-fn read_replay(path: &Path) -> Result<Replay, CliError> {
+pub(crate) fn read_replay(path: &Path) -> Result<Replay, CliError> {
     let gaps = opts::read_replay(path, "START_NS LEN_NS", |l| {
         let mut f = l
             .split_whitespace()
