@@ -304,7 +304,7 @@ pub fn series(shown: &str, rec: &Record, m: &TailModel, p: &Plan) -> (String, Va
                     "  MTTF against buffering (t = {}, compute {}; MTTF from the queue model, the first-order figure beside it):\n    {:>3} {:>9} {:>9} {:>11} {:>10}  {:<22} {:>10}\n",
                     base.buffer_len,
                     base.compute.at(base.buffer_len),
-                    "n", "total", "slack", "P(>slack)", "MTTF", "95% CI", "seed"
+                    "n", "total", "slack", "P(>slack)", "MTTF", "95% CI", "1st order"
                 ));
                 for r in &rows {
                     let ci = match (r.mttf_ci_low_seconds, r.mttf_ci_high_seconds) {
