@@ -59,8 +59,9 @@ pub struct Fix {
     /// The record as measured, read the same way as `predicted`.
     pub now: FixFigures,
     pub predicted: FixFigures,
-    /// Sum over the profiles of log10(MTTF after / MTTF now): what the
-    /// ranking orders by (an unbounded MTTF counts as 10^12 s).
+    /// Sum over the profiles of log10(MTTF after / MTTF now), each MTTF
+    /// capped at its profile's target and each term at least 0: what the
+    /// ranking orders by.
     pub gain_log10: f64,
     /// True when every profile's predicted MTTF lies inside the 95 %
     /// interval of doing nothing: the record cannot tell this fix from
