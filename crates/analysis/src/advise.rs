@@ -79,6 +79,9 @@ pub struct Advice {
     /// True when no profile missed or was inconclusive and every profile
     /// given was kept.
     pub all_profiles_meet: bool,
+    /// False when no advised CPU has wake-ups to forecast from (a `noise`
+    /// record): fixes are then judged by stolen time and gaps alone.
+    pub has_wakeups: bool,
 }
 
 /// Whether `rec` carries the attribution advise edits.
@@ -115,7 +118,10 @@ pub fn advise(
     // The profiles: those failing now on some CPU.
     let mut chosen: Vec<Profile> = profiles.to_vec();
     let mut all_meet = false;
-    if only_failing {
+    let has_wakeups = cpus
+        .iter()
+        .any(|&c| series_of(rec, c, Metric::Latency).is_some());
+    if only_failing && has_wakeups {
         let failing: BTreeSet<String> = cpus
             .iter()
             .flat_map(|&c| profile_figures(rec, c, profiles))
@@ -142,6 +148,7 @@ pub fn advise(
         now,
         fixes,
         all_profiles_meet: all_meet,
+        has_wakeups,
     })
 }
 
@@ -245,7 +252,18 @@ fn eff(m: Option<f64>) -> f64 {
 /// Σ over the profiles of log10(MTTF after / MTTF now), each MTTF capped
 /// at the profile's target (past its target a workload gains nothing
 /// more) and each term at least 0 (no fix here lengthens a wake-up).
+///
+/// A record without wake-ups (a `noise` record) has no MTTF; there the
+/// gain is log10 of the stolen fraction's ratio plus log10 of the gap
+/// p99.9's ratio (now ÷ after, each at least 0).
 pub fn gain_log10(now: &FixFigures, after: &FixFigures) -> f64 {
+    if now.profiles.is_empty() {
+        let r = |a: f64, b: f64| (a.max(1e-12) / b.max(1e-12)).log10().max(0.0);
+        return r(
+            now.stolen_fraction.unwrap_or(0.0),
+            after.stolen_fraction.unwrap_or(0.0),
+        ) + r(now.p999_ns.0 as f64, after.p999_ns.0 as f64);
+    }
     now.profiles
         .iter()
         .zip(&after.profiles)
@@ -1179,6 +1197,49 @@ mod tests {
             .find(|f| f.kind == "thread-affinity" && f.id.contains("tiny"))
             .unwrap();
         assert!(tiny.within_noise, "{tiny:?}");
+    }
+
+    /// Without wake-ups (a noise record) the gain is the stolen time and
+    /// gap tail taken away.
+    #[test]
+    fn a_noise_record_ranks_by_stolen_time() {
+        let mut r = record();
+        r.kind = "noise".into();
+        // 2000 gaps of 900 µs, the thread's; 2000 of 30 µs, the interrupt's.
+        let mut g = Recorder::new(Nanos::from_us(1));
+        r.spikes.clear();
+        for i in 0..4000u64 {
+            let (v, c) = if i % 2 == 0 {
+                (900_000, share("thread", "hog/42", 900_000))
+            } else {
+                (30_000, share("irq", "eth0", 30_000))
+            };
+            g.record(Nanos(v));
+            r.spikes.push(Spike {
+                at_ns: Nanos::from_ms(i * 25),
+                cpu: 1,
+                task: None,
+                metric: Metric::Gap,
+                value_ns: Nanos(v),
+                causes: vec![c],
+                incomplete: false,
+            });
+        }
+        let mut s = g.to_series("cpu1.gap", Metric::Gap);
+        s.cpu = Some(1);
+        r.series = vec![s];
+        let a = advise(&r, &profiles(), true).unwrap();
+        assert!(!a.has_wakeups);
+        let top = &a.fixes[0];
+        assert!(top.now.profiles.is_empty());
+        // The thread held 1.8 s of the 2 s stolen (a tenfold drop), and
+        // its gaps were the tail: the gaps' p99.9 falls to the interrupt's.
+        assert!(top.target.contains_key("comm") || top.kind == "isolate-cpu");
+        assert!(top.predicted.stolen_fraction.unwrap() < 0.0021);
+        assert!(top.predicted.p999_ns <= Nanos::from_us(31), "{top:?}");
+        assert!(top.gain_log10 > 1.0, "{}", top.gain_log10);
+        let irq = a.fixes.iter().find(|f| f.kind == "irq-affinity").unwrap();
+        assert!(irq.gain_log10 < top.gain_log10);
     }
 
     #[test]

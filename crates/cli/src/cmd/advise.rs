@@ -111,7 +111,11 @@ pub fn run(a: Args) -> CliResult {
         let mut rec = Record::read(path).map_err(|e| CliError::usage(e.to_string()))?;
         let adv = advise::advise(&rec, &profs, only_failing)
             .map_err(|e| CliError::usage(format!("{shown}: {e}")))?;
-        let what = if adv.all_profiles_meet {
+        let what = if !adv.has_wakeups {
+            "no wake-ups in the record, so no MTTF: fixes judged by the stolen fraction and the \
+             gaps' p99.9"
+                .to_string()
+        } else if adv.all_profiles_meet {
             format!(
                 "every one of {} profiles meets its target now; fixes judged by all of them",
                 profs.len()
