@@ -647,6 +647,7 @@ fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
         .map(|c| c.to_string())
         .collect::<Vec<_>>()
         .join(",");
+    let to_cpus = json!(others);
     let to_first = others.first().copied();
     let prio = probe_priority(rec);
     let movable: Vec<&Named> = named
@@ -675,8 +676,16 @@ fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
                     }
                 }
                 let mut target = BTreeMap::new();
-                target.insert("irq".into(), json!(irq.clone().unwrap_or(n.name.clone())));
-                target.insert("to_cpus".into(), json!(to));
+                // The number when the platform names it (what an apply
+                // step needs), else the handler's name.
+                target.insert(
+                    "irq".into(),
+                    match irq.as_deref().and_then(|i| i.parse::<u32>().ok()) {
+                        Some(i) => json!(i),
+                        None => json!(n.name),
+                    },
+                );
+                target.insert("to_cpus".into(), to_cpus.clone());
                 let unit_irq = irq.clone().unwrap_or_else(|| "N".into());
                 out.push(Candidate {
                     id: format!("irq-{label}-to-cpu{to}", to = to_first.unwrap_or(0)),
@@ -717,12 +726,14 @@ fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
                     continue;
                 }
                 if let Some(first) = to_first {
+                    // The thread by tid when the attribution named it,
+                    // else every thread of that name.
                     let mut target = BTreeMap::new();
-                    if let Some(t) = tid {
-                        target.insert("tid".into(), json!(t));
-                    }
-                    target.insert("comm".into(), json!(comm));
-                    target.insert("to_cpus".into(), json!(to));
+                    match tid {
+                        Some(t) => target.insert("tid".into(), json!(t)),
+                        None => target.insert("comm".into(), json!(comm)),
+                    };
+                    target.insert("to_cpus".into(), to_cpus.clone());
                     out.push(Candidate {
                         id: format!("thread-{}-to-cpu{first}", slug(&n.name)),
                         kind: "thread-affinity",
@@ -1149,8 +1160,7 @@ mod tests {
         assert!(!a.fixes.is_empty());
         let top = &a.fixes[0];
         assert!(
-            top.target.get("comm").and_then(|c| c.as_str()) == Some("hog")
-                || top.kind == "isolate-cpu",
+            top.target.get("tid") == Some(&json!(42)) || top.kind == "isolate-cpu",
             "{top:?}"
         );
         assert!(top.gain_log10 > 1.0, "{}", top.gain_log10);
@@ -1234,7 +1244,7 @@ mod tests {
         assert!(top.now.profiles.is_empty());
         // The thread held 1.8 s of the 2 s stolen (a tenfold drop), and
         // its gaps were the tail: the gaps' p99.9 falls to the interrupt's.
-        assert!(top.target.contains_key("comm") || top.kind == "isolate-cpu");
+        assert!(top.target.get("tid") == Some(&json!(42)) || top.kind == "isolate-cpu");
         assert!(top.predicted.stolen_fraction.unwrap() < 0.0021);
         assert!(top.predicted.p999_ns <= Nanos::from_us(31), "{top:?}");
         assert!(top.gain_log10 > 1.0, "{}", top.gain_log10);

@@ -66,6 +66,13 @@ fn the_fifo99_thread_is_found_and_its_fixes_predicted_from_the_record() {
     assert!((after - expect).abs() < 1e-12, "{after} vs {expect}");
     assert!(prio.predicted.p99_ns < prio.now.p99_ns);
     assert_eq!(prio.target["prio"], serde_json::json!(94));
+    assert_eq!(prio.target["tid"], serde_json::json!(10168));
+    let mv = rec
+        .fixes
+        .iter()
+        .find(|x| x.id == "thread-pl-cpu0-10168-to-cpu0")
+        .unwrap();
+    assert_eq!(mv.target["to_cpus"], serde_json::json!([0]));
     // Every MTTF is at least what it is now (a fix here only removes time).
     for f in &rec.fixes {
         for (a, b) in f.now.profiles.iter().zip(&f.predicted.profiles) {

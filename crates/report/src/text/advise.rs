@@ -67,13 +67,20 @@ pub fn advise_text(rec: &Record, now: &[(u32, FixFigures)], top: usize) -> Strin
         out.push_str("no fix found: no named source on the advised CPUs can be taken out\n");
         return out;
     }
-    let first = shown[0].now.profiles.first().map(|p| p.profile.clone());
+    let gain = match shown[0].now.profiles.first() {
+        Some(p) => format!(
+            "MTTF of {}; gain = Σ log10 of the MTTF ratio over {} profile(s)",
+            p.profile,
+            shown[0].now.profiles.len()
+        ),
+        None => "no wake-ups, no MTTF; gain = log10 of the stolen fraction's ratio + log10 of \
+                 the gaps' p99.9 ratio"
+            .to_string(),
+    };
     out.push_str(&format!(
-        "\n== fixes, best first ({} of {}; MTTF of {}; gain = Σ log10 of the MTTF ratio over {} profile(s))\n",
+        "\n== fixes, best first ({} of {}; {gain})\n",
         shown.len(),
         rec.fixes.len(),
-        first.as_deref().unwrap_or("no profile"),
-        shown[0].now.profiles.len()
     ));
     let w = shown
         .iter()
@@ -92,7 +99,11 @@ pub fn advise_text(rec: &Record, now: &[(u32, FixFigures)], top: usize) -> Strin
             f.predicted.p99_ns.to_string(),
             f.predicted.p999_ns.to_string(),
             stolen(&f.predicted),
-            mttf(f.predicted.mttf_s),
+            if f.predicted.profiles.is_empty() {
+                "-".to_string()
+            } else {
+                mttf(f.predicted.mttf_s)
+            },
             f.gain_log10,
             format!("{}/{}", meeting(&f.predicted), f.predicted.profiles.len()),
             pct_cost(f.cost_cpu_fraction),
