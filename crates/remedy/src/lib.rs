@@ -621,10 +621,19 @@ fn preempt(mode: &str, j: &mut Restore, out: &mut Applied) -> Result<(), RemedyE
         return Err(no_knob());
     };
     let path = dir.join("preempt");
-    let Ok(text) = fs::read_to_string(&path) else {
-        // A private debugfs mount made only to look is taken down now.
-        j.undo_newer_than(before);
-        return Err(no_knob());
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            // A private debugfs mount made only to look is taken down now.
+            j.undo_newer_than(before);
+            return Err(if e.kind() == io::ErrorKind::NotFound {
+                no_knob()
+            } else {
+                RemedyError::Refused(format!(
+                    "this kernel refuses to read sched/preempt ({e}), so it does not switch its preemption model at run time: use the kernel command line preempt={mode}, or boot a PREEMPT_RT kernel"
+                ))
+            });
+        }
     };
     if !text
         .split_whitespace()
@@ -668,6 +677,28 @@ fn isolate_cpu(cpu: u32, j: &mut Restore, out: &mut Applied) -> Result<(), Remed
             "isolating a CPU needs the cpuset cgroup controller, and neither cgroup v2 nor a v1 cpuset hierarchy offers it here".into(),
         )
     })?;
+    let movable = match &fsys {
+        CpusetFs::V1(root) => {
+            let tids = root_threads(root)?;
+            // Leaving a v1 cpuset sets a thread's CPUs to those of the
+            // cpuset it joins: a kernel thread pinned to one CPU (an
+            // interrupt thread) would come back allowed on all of them.
+            // Their affinities are journaled before the partition, so
+            // they are put back after it comes down.
+            for &t in &tids {
+                if let (Some(st), Ok(a)) = (start_time(t), rt::thread_affinity(t)) {
+                    j.note(Action::ThreadAffinity {
+                        tid: t,
+                        start_time: st,
+                        cpus: cpu_list(&a),
+                    });
+                }
+            }
+            j.flush().map_err(|e| journal_err(j, e))?;
+            tids
+        }
+        CpusetFs::V2(_) => Vec::new(),
+    };
     let parts = partition::create_in(j, &fsys, &[cpu], std::process::id()).map_err(reserve_err)?;
     let p = parts
         .into_iter()
@@ -679,10 +710,10 @@ fn isolate_cpu(cpu: u32, j: &mut Restore, out: &mut Applied) -> Result<(), Remed
         CpusetFs::V2(_) => None,
         // On v1 the threads of the root cpuset keep every CPU: move them
         // into the cpuset of the other CPUs (its undo moves them back).
-        CpusetFs::V1(root) => Some(move_root_threads(
-            root,
+        CpusetFs::V1(root) => Some(move_threads(
+            &movable,
             &root.join(format!("punctual-rest-{}", std::process::id())),
-        )?),
+        )),
     };
     out.changes.push(match moved {
         None => format!(
@@ -698,13 +729,10 @@ fn isolate_cpu(cpu: u32, j: &mut Restore, out: &mut Applied) -> Result<(), Remed
     Ok(())
 }
 
-/// Moves every thread of the v1 root cpuset but this process's into
-/// `rest`; returns how many moved and how many the kernel keeps where they
-/// are (per-CPU kernel threads).
-fn move_root_threads(root: &Path, rest: &Path) -> Result<(usize, usize), RemedyError> {
+/// The threads of the v1 root cpuset but this process's.
+fn root_threads(root: &Path) -> Result<Vec<i32>, RemedyError> {
     let tasks = fs::read_to_string(root.join("tasks"))
         .map_err(|e| write_err(&format!("cannot read {}", root.join("tasks").display()), e))?;
-    let me = std::process::id() as i32;
     let mine: Vec<i32> = fs::read_dir("/proc/self/task")
         .map(|d| {
             d.flatten()
@@ -712,15 +740,20 @@ fn move_root_threads(root: &Path, rest: &Path) -> Result<(usize, usize), RemedyE
                 .collect()
         })
         .unwrap_or_default();
-    let (mut moved, mut stuck) = (0, 0);
-    let dest = rest.join("tasks");
-    for tid in tasks
+    let me = std::process::id() as i32;
+    Ok(tasks
         .split_whitespace()
         .filter_map(|t| t.parse::<i32>().ok())
-    {
-        if tid == me || mine.contains(&tid) {
-            continue;
-        }
+        .filter(|t| *t != me && !mine.contains(t))
+        .collect())
+}
+
+/// Moves `tids` into the v1 cpuset `rest`; returns how many moved and how
+/// many the kernel keeps where they are (per-CPU kernel threads).
+fn move_threads(tids: &[i32], rest: &Path) -> (usize, usize) {
+    let (mut moved, mut stuck) = (0, 0);
+    let dest = rest.join("tasks");
+    for tid in tids {
         match fs::write(&dest, tid.to_string()) {
             Ok(()) => moved += 1,
             // Gone meanwhile.
@@ -728,7 +761,7 @@ fn move_root_threads(root: &Path, rest: &Path) -> Result<(usize, usize), RemedyE
             Err(_) => stuck += 1,
         }
     }
-    Ok((moved, stuck))
+    (moved, stuck)
 }
 
 fn policy_number(policy: &str, prio: u32) -> Result<u32, RemedyError> {
