@@ -39,6 +39,8 @@ use punctual_live::sysinfo::{parse_cpu_list, proc_start_time};
 use punctual_reserve::partition::{self, CpusetFs, Partition};
 use punctual_reserve::ReserveError;
 use punctual_units::Nanos;
+
+pub mod state;
 use serde::{Deserialize, Serialize};
 
 /// The RT throttling budget: how long real-time threads may run in each

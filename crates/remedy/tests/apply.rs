@@ -4,7 +4,6 @@
 //! test says why it skips otherwise, or when this kernel lacks the knob.
 //! The tests change machine-wide settings, so they run one at a time.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::sync::mpsc;
@@ -14,6 +13,7 @@ use std::time::Duration;
 use punctual_live::restore::Restore;
 use punctual_live::rt;
 use punctual_live::sysinfo::parse_cpu_list;
+use punctual_remedy::state::State;
 use punctual_remedy::{apply, revert, Remedy, RemedyError, RT_RUNTIME};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -35,114 +35,17 @@ fn online() -> Vec<u32> {
     parse_cpu_list(&fs::read_to_string("/sys/devices/system/cpu/online").unwrap()).unwrap()
 }
 
-/// What the fixes may change, read from the machine.
-#[derive(Debug, PartialEq)]
-struct State {
-    irqs: BTreeMap<u32, String>,
-    sysctls: BTreeMap<&'static str, String>,
-    cpusets: Vec<String>,
-    load_balance: Option<String>,
-    /// Thread affinities and policies, of threads that held still while the
-    /// first state was read (others' runs may change theirs meanwhile).
-    threads: BTreeMap<i32, (Vec<u32>, u32, u32)>,
-}
-
 fn read(p: impl AsRef<Path>) -> Option<String> {
     fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }
 
-fn cpuset_root() -> Option<std::path::PathBuf> {
-    match punctual_reserve::partition::find_cpuset_fs()? {
-        punctual_reserve::partition::CpusetFs::V1(p)
-        | punctual_reserve::partition::CpusetFs::V2(p) => Some(p),
-    }
-}
-
-fn threads() -> BTreeMap<i32, (Vec<u32>, u32, u32)> {
-    let mut out = BTreeMap::new();
-    for p in fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if let (Ok(a), Ok(s)) = (rt::thread_affinity(tid), rt::sched_getattr(tid)) {
-                out.insert(tid, (a, s.sched_policy, s.sched_priority));
-            }
-        }
-    }
-    out
-}
-
-fn state_now() -> State {
-    let mut irqs = BTreeMap::new();
-    for e in fs::read_dir("/proc/irq").unwrap().flatten() {
-        if let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
-            if let Some(a) = read(e.path().join("smp_affinity_list")) {
-                irqs.insert(n, a);
-            }
-        }
-    }
-    let mut sysctls = BTreeMap::new();
-    for k in [RT_RUNTIME, "/proc/sys/kernel/sched_rt_period_us"] {
-        sysctls.insert(k, read(k).unwrap_or_default());
-    }
-    let (mut cpusets, mut load_balance) = (Vec::new(), None);
-    if let Some(r) = cpuset_root() {
-        cpusets = fs::read_dir(&r)
-            .unwrap()
-            .flatten()
-            .filter(|e| e.path().is_dir())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        cpusets.sort();
-        load_balance = read(r.join("cpuset.sched_load_balance"));
-    }
-    State {
-        irqs,
-        sysctls,
-        cpusets,
-        load_balance,
-        threads: threads(),
-    }
-}
-
-/// The state before a change: threads whose settings moved while it was
-/// read twice are left out, as are those that end before the comparison.
 fn before() -> State {
-    let a = state_now();
-    std::thread::sleep(Duration::from_millis(50));
-    let mut b = state_now();
-    b.threads.retain(|t, v| a.threads.get(t) == Some(v));
-    b
+    State::settled(Duration::from_millis(50))
 }
 
 fn assert_restored(before: &State, test: &str) {
-    let mut after = state_now();
-    after.threads.retain(|t, _| before.threads.contains_key(t));
-    let mut was = before.threads.clone();
-    was.retain(|t, _| after.threads.contains_key(t));
-    let changed: Vec<_> = was
-        .iter()
-        .filter(|(t, v)| after.threads.get(t) != Some(v))
-        .map(|(t, v)| (t, v, after.threads.get(t)))
-        .collect();
-    assert!(
-        changed.is_empty(),
-        "{test}: threads left changed: {changed:?}"
-    );
-    assert_eq!(before.irqs, after.irqs, "{test}: interrupt affinities");
-    assert_eq!(before.sysctls, after.sysctls, "{test}: sysctls");
-    assert_eq!(before.cpusets, after.cpusets, "{test}: cpusets");
-    assert_eq!(
-        before.load_balance, after.load_balance,
-        "{test}: load balancing"
-    );
+    let left = before.changes(&State::read());
+    assert!(left.is_empty(), "{test}: left changed: {left:?}");
 }
 
 fn journal() -> (tempfile::TempDir, Restore) {
@@ -396,7 +299,7 @@ fn isolate_cpu_moves_threads_off_and_everything_back() {
         println!("isolate_cpu: skipped, needs two CPUs");
         return;
     }
-    if cpuset_root().is_none() {
+    if punctual_reserve::partition::find_cpuset_fs().is_none() {
         println!("isolate_cpu: skipped, no cpuset controller here");
         return;
     }
