@@ -183,9 +183,7 @@ pub fn apply(r: &Remedy, journal: &mut Restore) -> Result<Applied, RemedyError> 
         Remedy::Priority { tid, policy, prio } => {
             priority(*tid, policy, *prio, journal, &mut applied)
         }
-        Remedy::Reservation { .. } => Err(RemedyError::Refused(
-            "a reservation is applied by 'punctual reserve', which runs the command inside it; it cannot be given to a thread that is already running".into(),
-        )),
+        Remedy::Reservation { .. } => Err(reservation_refused()),
     };
     match res {
         Ok(()) => Ok(applied),
@@ -225,9 +223,142 @@ pub fn keep(applied: Applied, journal: &mut Restore) -> Vec<String> {
     problems
 }
 
+/// Whether [`apply`] can make `r` on this machine now, without changing
+/// anything: root, the knob present and readable, the interrupt routable,
+/// the thread alive, the CPUs online. `Err` says why not, as [`apply`]
+/// would. (Only the kernel's answer to the write itself is left: an
+/// interrupt controller that cannot deliver to a CPU, bandwidth already
+/// admitted.)
+pub fn check(r: &Remedy) -> Result<(), RemedyError> {
+    match r {
+        Remedy::IrqAffinity { irq, to_cpus } => {
+            check_cpus(&format!("routing IRQ {irq}"), to_cpus)?;
+            let file = PathBuf::from(format!("/proc/irq/{irq}/smp_affinity_list"));
+            if !file.exists() {
+                return Err(RemedyError::Usage(format!(
+                    "IRQ {irq} does not exist on this machine (no /proc/irq/{irq}); the device may be gone since the record was taken"
+                )));
+            }
+            if !punctual_writable(&file) {
+                return Err(RemedyError::Refused(format!(
+                    "IRQ {irq} is kernel-managed (its smp_affinity_list is read-only): the kernel spreads it over the CPUs itself, so it cannot be routed at run time"
+                )));
+            }
+            if let Some(pid) = held_elsewhere(*irq) {
+                return Err(RemedyError::Refused(format!(
+                    "IRQ {irq} is already routed by punctual pid {pid}; wait for that run to end"
+                )));
+            }
+        }
+        Remedy::ThreadAffinity { tid, comm, to_cpus } => {
+            match (tid, comm) {
+                (Some(t), None) if start_time(*t).is_none() => return Err(gone(*t)),
+                (None, Some(c)) if threads_named(c).is_empty() => {
+                    return Err(RemedyError::Usage(format!(
+                        "no thread named '{c}' is running (it ended since the record was taken); take a new record and ask again"
+                    )))
+                }
+                (Some(_), None) | (None, Some(_)) => {}
+                _ => {
+                    return Err(RemedyError::Usage(
+                        "a thread-affinity fix names the thread by tid or by comm, one of the two"
+                            .into(),
+                    ))
+                }
+            }
+            check_cpus("moving a thread", to_cpus)?;
+        }
+        Remedy::RtRuntime { value } => {
+            let period: i64 = fs::read_to_string(RT_PERIOD)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or_else(|| {
+                    RemedyError::Refused(format!(
+                        "this kernel has no {RT_PERIOD}, so RT throttling cannot be changed here"
+                    ))
+                })?;
+            if *value != -1 && !(0..=period).contains(value) {
+                return Err(RemedyError::Usage(format!(
+                    "sched_rt_runtime_us {value} is neither -1 (throttling off) nor within 0..={period} (sched_rt_period_us)"
+                )));
+            }
+        }
+        Remedy::DmaLatency { us } => {
+            if i32::try_from(*us).is_err() {
+                return Err(RemedyError::Usage(format!(
+                    "a C-state exit latency of {us} us is out of range"
+                )));
+            }
+            if !Path::new(DMA_LATENCY).exists() {
+                return Err(RemedyError::Refused(format!(
+                    "this kernel has no {DMA_LATENCY} (built without PM QoS), so C-states cannot be held shallow at run time"
+                )));
+            }
+        }
+        Remedy::Preempt { mode } => {
+            if !PREEMPT_MODES.contains(&mode.as_str()) {
+                return Err(RemedyError::Usage(format!(
+                    "preemption model '{mode}' is not one of {}",
+                    PREEMPT_MODES.join(", ")
+                )));
+            }
+            // Reaching the knob may take a private debugfs mount: made and
+            // taken down here, through a journal of its own.
+            require_root()?;
+            let mut j = journal()?;
+            let res = preempt_knob(mode, &mut j).map(|_| ());
+            let left = j.undo_all();
+            if !left.is_empty() {
+                return Err(RemedyError::Failed(left.join("; ")));
+            }
+            return res;
+        }
+        Remedy::IsolateCpu { cpu } => {
+            check_cpus("isolating a CPU", &[*cpu])?;
+            if online_cpus().len() < 2 {
+                return Err(RemedyError::Refused(format!(
+                    "CPU {cpu} cannot be isolated: this machine has only one CPU online"
+                )));
+            }
+            if partition::find_cpuset_fs().is_none() {
+                return Err(RemedyError::Refused(
+                    "isolating a CPU needs the cpuset cgroup controller, and neither cgroup v2 nor a v1 cpuset hierarchy offers it here".into(),
+                ));
+            }
+        }
+        Remedy::Priority { tid, policy, prio } => {
+            policy_number(policy, *prio)?;
+            if start_time(*tid).is_none() {
+                return Err(gone(*tid));
+            }
+        }
+        Remedy::Reservation { .. } => return Err(reservation_refused()),
+    }
+    require_root()
+}
+
+fn require_root() -> Result<(), RemedyError> {
+    // SAFETY: plain syscall.
+    if unsafe { libc::geteuid() } == 0 {
+        Ok(())
+    } else {
+        Err(RemedyError::Refused(
+            "applying fixes needs root: they change interrupt routing, scheduling and kernel knobs"
+                .into(),
+        ))
+    }
+}
+
+fn reservation_refused() -> RemedyError {
+    RemedyError::Refused(
+        "a reservation is applied by 'punctual reserve', which runs the command inside it; it cannot be given to a thread that is already running".into(),
+    )
+}
+
 impl Remedy {
     /// Whether punctual can apply this fix at run time ([`apply`]); a
-    /// reservation needs `punctual reserve` to start the command.
+    /// reservation needs `punctual reserve` to start the command. Whether
+    /// it can on this machine now is [`check`]'s to say.
     pub fn runtime_applicable(&self) -> bool {
         !matches!(self, Remedy::Reservation { .. })
     }
@@ -607,6 +738,23 @@ pub fn preempt_selected(text: &str) -> Option<String> {
 }
 
 fn preempt(mode: &str, j: &mut Restore, out: &mut Applied) -> Result<(), RemedyError> {
+    let (path, old) = preempt_knob(mode, j)?;
+    j.record(Action::Knob {
+        path: path.clone(),
+        restore: old.clone(),
+    })
+    .map_err(|e| journal_err(j, e))?;
+    fs::write(&path, mode)
+        .map_err(|e| write_err(&format!("cannot write {}", path.display()), e))?;
+    out.changes
+        .push(format!("preemption model set to {mode} (was {old})"));
+    Ok(())
+}
+
+/// The `sched/preempt` file and the model selected in it, when this kernel
+/// offers `mode` there. Reaching debugfs may mount it privately, journaled
+/// in `j`.
+fn preempt_knob(mode: &str, j: &mut Restore) -> Result<(PathBuf, String), RemedyError> {
     if !PREEMPT_MODES.contains(&mode) {
         return Err(RemedyError::Usage(format!(
             "preemption model '{mode}' is not one of {}",
@@ -653,16 +801,7 @@ fn preempt(mode: &str, j: &mut Restore, out: &mut Applied) -> Result<(), RemedyE
             text.trim()
         ))
     })?;
-    j.record(Action::Knob {
-        path: path.clone(),
-        restore: old.clone(),
-    })
-    .map_err(|e| journal_err(j, e))?;
-    fs::write(&path, mode)
-        .map_err(|e| write_err(&format!("cannot write {}", path.display()), e))?;
-    out.changes
-        .push(format!("preemption model set to {mode} (was {old})"));
-    Ok(())
+    Ok((path, old))
 }
 
 fn reserve_err(e: ReserveError) -> RemedyError {
@@ -951,6 +1090,7 @@ mod tests {
             let e = apply(&r, &mut j).unwrap_err();
             assert!(e.is_usage(), "{r:?}: {e}");
             assert!(!e.to_string().contains('\n'), "{e}");
+            assert_eq!(check(&r).unwrap_err(), e, "{r:?}");
         }
         assert!(j.actions().is_empty());
         j.set_done();

@@ -14,7 +14,7 @@ use punctual_live::restore::Restore;
 use punctual_live::rt;
 use punctual_live::sysinfo::parse_cpu_list;
 use punctual_remedy::state::State;
-use punctual_remedy::{apply, revert, Remedy, RemedyError, RT_RUNTIME};
+use punctual_remedy::{apply, check, revert, Remedy, RemedyError, RT_RUNTIME};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -179,6 +179,7 @@ fn rt_runtime_is_applied_and_reverted_by_drop() {
     let b = before();
     let old = read(RT_RUNTIME).unwrap();
     let value = if old == "-1" { 900_000 } else { -1 };
+    check(&Remedy::RtRuntime { value }).unwrap();
     {
         let (_d, mut j) = journal();
         let a = apply(&Remedy::RtRuntime { value }, &mut j).unwrap();
@@ -229,17 +230,20 @@ fn preempt_is_switched_and_back_or_refused_with_the_reason() {
     let (_d, mut j) = journal();
     // Asking for the model the kernel already runs still goes through the
     // journal; asking for "full" where it cannot be switched is refused.
-    match apply(
-        &Remedy::Preempt {
-            mode: "full".into(),
-        },
-        &mut j,
-    ) {
+    let r = Remedy::Preempt {
+        mode: "full".into(),
+    };
+    // check() reaches the knob as apply() does, and changes nothing.
+    let checked = check(&r);
+    assert_restored(&b, "preempt check");
+    match apply(&r, &mut j) {
         Ok(a) => {
+            assert_eq!(checked, Ok(()));
             assert!(a.changes[0].starts_with("preemption model set to full"));
             assert!(revert(a, &mut j).is_empty());
         }
         Err(RemedyError::Refused(m)) => {
+            assert_eq!(checked, Err(RemedyError::Refused(m.clone())));
             println!("preempt: refused here: {m}");
             assert!(m.contains("preempt"), "{m}");
             assert!(j.actions().is_empty(), "a refusal leaves nothing journaled");
@@ -312,6 +316,7 @@ fn isolate_cpu_moves_threads_off_and_everything_back() {
     let pid = child.id() as i32;
     let b = before();
     let (_d, mut j) = journal();
+    check(&Remedy::IsolateCpu { cpu }).unwrap();
     let res = apply(&Remedy::IsolateCpu { cpu }, &mut j);
     match res {
         Ok(a) => {
