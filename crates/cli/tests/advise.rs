@@ -134,7 +134,95 @@ fn bad_input_is_one_sentence_and_exit_2() {
     let f = fixture("advise-timer-disk.json");
     let o = advise(&[f.to_str().unwrap(), "--profile", "nope"]);
     assert_eq!(o.status.code(), Some(2));
+    // --apply needs --verify; a fix that is not there, or never applied
+    // (the application's buffering), is refused before anything changes.
     let o = advise(&[f.to_str().unwrap(), "--apply", "preempt-full"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8(o.stderr).unwrap().contains("--apply"));
+    assert!(String::from_utf8(o.stderr).unwrap().contains("--verify"));
+    let o = advise(&[f.to_str().unwrap(), "--apply", "nope", "--verify"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8(o.stderr).unwrap().contains("no such fix"));
+    let o = advise(&[
+        f.to_str().unwrap(),
+        "--profile",
+        "ADSL 2 ms × 2",
+        "--apply",
+        "buffers-5-adsl-2-ms-2",
+        "--verify",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8(o.stderr)
+        .unwrap()
+        .contains("never changes"));
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn punctual(args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("punctual")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A busy FIFO 95 loop on CPU 1 for 3 s meets RT throttling (950 ms of
+/// every second by default); advise offers lifting it, `--apply
+/// --verify` measures again with it lifted, and the knob is back as it
+/// was afterwards. Root only.
+#[test]
+fn apply_verify_measures_again_and_puts_the_knob_back() {
+    if !is_root() {
+        eprintln!("skipped: needs root (SCHED_FIFO, tracefs, sched_rt_runtime_us)");
+        return;
+    }
+    let knob = "/proc/sys/kernel/sched_rt_runtime_us";
+    let before = std::fs::read_to_string(knob).unwrap();
+    if before.trim() == "-1" {
+        eprintln!("skipped: RT throttling is already off on this machine");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("n.json");
+    let o = punctual(&[
+        "noise",
+        "--cpus",
+        "1",
+        "--duration",
+        "3s",
+        "--cause",
+        "--json",
+        rec.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.path().join("v.json");
+    let o = advise(&[
+        rec.to_str().unwrap(),
+        "--apply",
+        "rt-runtime-unlimited",
+        "--verify",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(std::fs::read_to_string(knob).unwrap(), before, "put back");
+    if err.contains("no such fix") {
+        eprintln!("skipped: no RT throttling was attributed in 3 s on this machine:\n{text}");
+        return;
+    }
+    assert!(o.status.success(), "{err}\n{text}");
+    assert!(text.contains("observed/pred"), "{text}");
+    assert!(text.contains("reverted"), "{text}");
+    let v = Record::read(&out).unwrap();
+    let f = v
+        .fixes
+        .iter()
+        .find(|f| f.id == "rt-runtime-unlimited")
+        .unwrap();
+    let o = f.observed.as_ref().expect("observed figures written");
+    assert!(o.stolen_fraction.is_some());
 }

@@ -8,10 +8,11 @@ use std::path::PathBuf;
 use punctual_analysis::buffer::{Buffering, Compute};
 use punctual_analysis::{advise, profiles, Profile};
 use punctual_record::{Nanos, Record};
+use punctual_remedy::{self as remedy, Remedy, RemedyError};
 
 use crate::error::{CliError, CliResult};
 use crate::opts;
-use crate::output::write_json;
+use crate::output::{rfc3339_now, write_json, Terminal};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -19,6 +20,7 @@ Examples:
   punctual advise c.json          (c.json from: punctual check --cpus 1 --cause --json c.json)
   punctual advise c.json --profile 'pro audio 128 frames × 2 at 48 kHz' --top 3
   punctual advise t.json --buffers 2 --buffer-len 1ms --compute 0.5ms --target 1h --json fixes.json
+  punctual advise c.json --apply prio-pl-cpu0-10168-fifo94 --verify --json verified.json
 How each fix is predicted, and the limits: docs/advise.md")]
 pub struct Args {
     /// Records with cause attribution (`check --cause`, `timer --cause`,
@@ -47,9 +49,19 @@ pub struct Args {
     /// Write the input record with its ranked `fixes[]` here (atomically).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
-    /// Apply a fix and measure again: not in this build.
-    #[arg(long, value_name = "ID", hide = true)]
+    /// Apply fix ID at run time (through the restore journal, undone on
+    /// every exit path), measure again as the record was measured, and
+    /// print what was predicted beside what was observed. Needs --verify.
+    #[arg(long, value_name = "ID", requires = "verify")]
     pub apply: Option<String>,
+    /// With --apply: measure again with the fix in place (same probes,
+    /// duration, CPUs and load as the record).
+    #[arg(long, requires = "apply")]
+    pub verify: bool,
+    /// With --apply: leave the fix in place afterwards, and print how to
+    /// make it permanent.
+    #[arg(long, requires = "apply")]
+    pub keep: bool,
 }
 
 /// The profiles asked for, and whether only the failing ones are kept.
@@ -90,12 +102,6 @@ fn chosen(a: &Args) -> CliResult<(Vec<Profile>, bool)> {
 }
 
 pub fn run(a: Args) -> CliResult {
-    if a.apply.is_some() {
-        return Err(CliError::usage(
-            "--apply is not available in this build: advise predicts only; make a fix by hand \
-             from its description and `permanent` text",
-        ));
-    }
     if a.top == 0 {
         return Err(CliError::usage("--top 0 shows nothing; give at least 1"));
     }
@@ -103,6 +109,11 @@ pub fn run(a: Args) -> CliResult {
     if a.json.is_some() && a.records.len() > 1 {
         return Err(CliError::usage(
             "--json writes one record with its fixes; give one RECORD with it",
+        ));
+    }
+    if a.apply.is_some() && a.records.len() > 1 {
+        return Err(CliError::usage(
+            "--apply measures again as one record was measured; give one RECORD with it",
         ));
     }
     let (profs, only_failing) = chosen(&a)?;
@@ -134,7 +145,111 @@ pub fn run(a: Args) -> CliResult {
             "{}",
             punctual_report::text::advise::advise_text(&rec, &adv.now, a.top)
         );
+        if let Some(id) = &a.apply {
+            verify(&mut rec, id, &profs, a.keep)?;
+        }
         write_json(&rec, &a.json)?;
     }
     Ok(())
+}
+
+/// The runtime change a fix names, in the remedy crate's terms: its
+/// `kind` and `target` read as a [`Remedy`].
+fn remedy_of(f: &punctual_record::Fix) -> CliResult<Remedy> {
+    if f.kind == "buffering" {
+        return Err(CliError::usage(format!(
+            "fix {} is the application's buffering, which punctual never changes",
+            f.id
+        )));
+    }
+    let mut v = serde_json::Map::new();
+    v.insert("kind".into(), serde_json::Value::String(f.kind.clone()));
+    for (k, x) in &f.target {
+        v.insert(k.clone(), x.clone());
+    }
+    serde_json::from_value(serde_json::Value::Object(v)).map_err(|e| {
+        CliError::usage(format!(
+            "fix {} cannot be applied at run time: its target does not name what to change ({e})",
+            f.id
+        ))
+    })
+}
+
+/// `--apply ID --verify`: applies the fix through the restore journal,
+/// measures again as the record was measured, reads the new record the
+/// way the prediction was read, prints both, keeps them in `fixes[]`,
+/// and undoes the fix unless `keep`.
+fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResult {
+    let Some(i) = rec.fixes.iter().position(|f| f.id == id) else {
+        let ids: Vec<&str> = rec.fixes.iter().map(|f| f.id.as_str()).collect();
+        return Err(CliError::usage(format!(
+            "--apply {id}: no such fix for this record; its fixes are {}",
+            ids.join(", ")
+        )));
+    };
+    let remedy = remedy_of(&rec.fixes[i])?;
+    if !rec.fixes[i].runtime_applicable {
+        return Err(CliError::usage(format!(
+            "fix {id} cannot be applied at run time on the measured kernel; make it permanent \
+             as its text says and measure again"
+        )));
+    }
+    let again = punctual_measure::again::again(rec, &Default::default())?;
+    let stop = crate::interrupt::stop_flag();
+    let terminal = Terminal::default();
+    let mut journal = remedy::journal().map_err(remedy_err)?;
+    let applied = remedy::apply(&remedy, &mut journal).map_err(remedy_err)?;
+    println!(
+        "\n== applied {id}: {}",
+        if applied.changes.is_empty() {
+            remedy.describe()
+        } else {
+            applied.changes.join("; ")
+        }
+    );
+    println!(
+        "== measuring again as the record was measured ({} for {})",
+        again.kind,
+        again.duration()
+    );
+    // On an error the journal, dropped with `applied`, undoes the fix.
+    let second = punctual_measure::again::run_again(stop, &terminal, &again, rfc3339_now())?;
+    let problems = if keep {
+        remedy::keep(applied, &mut journal)
+    } else {
+        remedy::revert(applied, &mut journal)
+    };
+    let fix = &mut rec.fixes[i];
+    let asked: Vec<Profile> = fix
+        .now
+        .profiles
+        .iter()
+        .filter_map(|p| profs.iter().find(|q| q.name == p.profile).cloned())
+        .collect();
+    let observed = advise::figures(&second, fix.cpu, &asked);
+    fix.observed = Some(observed);
+    print!("{}", punctual_report::text::advise::verify_text(fix));
+    if keep {
+        println!("kept; to make it permanent:");
+        for l in remedy.permanent_how().lines() {
+            println!("  {l}");
+        }
+    } else if problems.is_empty() {
+        println!("reverted: the machine is as it was before --apply");
+    }
+    if !problems.is_empty() {
+        return Err(CliError::runtime(format!(
+            "the fix could not all be put back ({}); `punctual cause --cleanup` retries",
+            problems.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+fn remedy_err(e: RemedyError) -> CliError {
+    if e.is_usage() {
+        CliError::usage(e.to_string())
+    } else {
+        CliError::runtime(e.to_string())
+    }
 }

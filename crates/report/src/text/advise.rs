@@ -185,3 +185,70 @@ pub fn advise_text(rec: &Record, now: &[(u32, FixFigures)], top: usize) -> Strin
 fn pct_cost(x: f64) -> String {
     format!("{:.1}% CPU", x * 100.0)
 }
+
+/// Predicted beside observed for a fix applied and measured again
+/// (`advise --apply ID --verify`): each figure, and observed ÷ predicted.
+pub fn verify_text(f: &Fix) -> String {
+    let Some(o) = &f.observed else {
+        return String::new();
+    };
+    let p = &f.predicted;
+    let ratio = |pr: f64, ob: f64| {
+        if pr > 0.0 && ob > 0.0 {
+            format!("{:.2}", ob / pr)
+        } else {
+            "-".to_string()
+        }
+    };
+    let mut out = format!(
+        "{:<16} {:>12} {:>12} {:>12} {:>16}\n",
+        "figure", "now", "predicted", "observed", "observed/pred"
+    );
+    let row = |name: &str, n: String, pr: String, ob: String, r: String| {
+        format!("{name:<16} {n:>12} {pr:>12} {ob:>12} {r:>16}\n")
+    };
+    out.push_str(&row(
+        "p99",
+        f.now.p99_ns.to_string(),
+        p.p99_ns.to_string(),
+        o.p99_ns.to_string(),
+        ratio(p.p99_ns.0 as f64, o.p99_ns.0 as f64),
+    ));
+    out.push_str(&row(
+        "p99.9",
+        f.now.p999_ns.to_string(),
+        p.p999_ns.to_string(),
+        o.p999_ns.to_string(),
+        ratio(p.p999_ns.0 as f64, o.p999_ns.0 as f64),
+    ));
+    out.push_str(&row(
+        "stolen",
+        stolen(&f.now),
+        stolen(p),
+        stolen(o),
+        ratio(
+            p.stolen_fraction.unwrap_or(0.0),
+            o.stolen_fraction.unwrap_or(0.0),
+        ),
+    ));
+    for ((n, pr), ob) in f.now.profiles.iter().zip(&p.profiles).zip(&o.profiles) {
+        out.push_str(&row(
+            &format!("MTTF {}", ob.profile),
+            mttf(n.mttf_s),
+            mttf(pr.mttf_s),
+            mttf(ob.mttf_s),
+            ratio(
+                pr.mttf_s.unwrap_or(f64::INFINITY),
+                ob.mttf_s.unwrap_or(f64::INFINITY),
+            ),
+        ));
+        out.push_str(&format!(
+            "{:<16} {:>12} {:>12} {:>12}\n",
+            "",
+            "",
+            "",
+            format!("({})", ci(&ob.ci_s))
+        ));
+    }
+    out
+}
