@@ -1,94 +1,94 @@
 #!/usr/bin/env bash
-# `punctual advise` against known problems set up on CPU 1:
-#   fifo99  a SCHED_FIFO 99 thread on CPU 1, 1 ms bursts every 20 ms,
-#           above the FIFO 95 probe: the fix is that thread (lowered or
-#           moved); verified by measuring again with the load on CPU 0;
-#   disk    direct reads with the disk interrupt routed to CPU 1
-#           (`disk:direct,irq-cpu=1`): the fix is that interrupt; verified
-#           with `irq-cpu=0`;
-#   rtthrot a busy FIFO 95 loop (`noise --cause`, no rests) stopped by RT
-#           throttling: the fix is kernel.sched_rt_runtime_us=-1; verified
-#           by measuring again with it set (restored on every exit);
-#   combo   fifo99 and disk together: the fix is the FIFO 99 thread.
-# For each: check --cause (noise --cause for rtthrot), advise, and the
-# same measurement with the expected fix made by hand (advise's --apply
-# does not exist yet); then the top fix's kind, and the expected fix's
-# predicted stolen fraction, p99 and MTTF (first advised profile) over
-# what the second measurement gave.
-# Needs root (SCHED_FIFO, tracefs). About 2 min per scenario on 2 CPUs.
+# `punctual advise` against known problems set up on CPU 1 by
+# bench/advise-setups.sh (which takes each down again and exits 3 naming
+# anything left changed):
+#   fifo-noisy   a SCHED_FIFO 99 thread (advise-noisy), 1 ms every 20 ms,
+#                above the FIFO 95 probe: the fix is that thread, lowered
+#                below the probe or moved;
+#   disk-irq     the disk interrupt routed to CPU 1 under direct reads: the
+#                fix is that interrupt (a kernel-managed one cannot be
+#                routed, and the setup says so);
+#   rt-throttle  a busy FIFO 1 thread (advise-rtbusy) under RT throttling:
+#                the fix is kernel.sched_rt_runtime_us=-1, or that thread;
+#   all          the three at once.
+# For each: `check --cause` on CPU 1, `advise`, then `advise --apply ID
+# --verify` on the expected fix (the first fix advise offers for the
+# planted cause), which applies it, measures again as the record was
+# measured and puts it back. Printed: whether the top-ranked fix is the
+# expected one, and the expected fix's predicted figure over the observed
+# one (stolen fraction, p99, MTTF of the first advised profile).
+# Needs root. About 2 minutes per setup at the default 20 s.
 #
-# usage: bench/advise.sh [SECONDS=10] [SCENARIOS="fifo99 disk rtthrot combo"]
-#   PUNCTUAL=path  binary that measures (default: target/release/punctual)
-#   ADVISE=path    binary that advises (default: the same)
+# usage: bench/advise.sh [SECONDS=20] [SETUPS="fifo-noisy disk-irq rt-throttle all"]
+#   PUNCTUAL=path   the binary (default: target/release/punctual, built)
 set -euo pipefail
-SECS=${1:-10}; SCEN=${2:-"fifo99 disk rtthrot combo"}
+SECS=${1:-20}; SETUPS=${2:-"fifo-noisy disk-irq rt-throttle all"}
 cd "$(dirname "$0")/.."
-PUNCTUAL=${PUNCTUAL:-${CARGO_TARGET_DIR:-target}/release/punctual}
-ADVISE=${ADVISE:-$PUNCTUAL}
+if [ -z "${PUNCTUAL:-}" ]; then
+  cargo build --release -q -p punctual
+  PUNCTUAL=${CARGO_TARGET_DIR:-target}/release/punctual
+fi
+export PUNCTUAL SECS
 OUT=$(mktemp -d)
-RT=$(cat /proc/sys/kernel/sched_rt_runtime_us)
-trap 'echo "$RT" > /proc/sys/kernel/sched_rt_runtime_us' EXIT
-FIFO="cpu:threads=1,policy=fifo,priority=99,cpus=1,duty=5%,period=20ms"
-FIFO0="cpu:threads=1,policy=fifo,priority=99,cpus=0,duty=5%,period=20ms"
+export OUT
 
-measure() { # name load-spec
-  if [ "$1" = rtthrot ] || [ "$1" = rtthrot-fixed ]; then
-    "$PUNCTUAL" noise --cpus 1 --duration "${SECS}s" --cause --json "$OUT/$1.json" >"$OUT/$1.out" 2>&1
-  else
-    "$PUNCTUAL" check --cpus 1 --duration "$((SECS * 2))s" --load "$2" --cause --json "$OUT/$1.json" >"$OUT/$1.out" 2>&1
-  fi
-}
-
-printf '%-8s %-16s %-44s %-5s %-44s %12s %12s %12s\n' scenario expected top right? "judged fix" "stolen p/m" "p99 p/m" "MTTF p/m"
-for s in $SCEN; do
-  case $s in
-    fifo99) load=$FIFO; fixed=$FIFO0; want="pl-cpu" ;;
-    disk) load="disk:direct,irq-cpu=1"; fixed="disk:direct,irq-cpu=0"; want="irq-affinity" ;;
-    rtthrot) load=""; fixed=""; want="rt-runtime" ;;
-    combo) load="$FIFO+disk:direct,irq-cpu=1"; fixed="$FIFO0+disk:direct,irq-cpu=1"; want="pl-cpu" ;;
-    *) echo "unknown scenario $s" >&2; exit 2 ;;
-  esac
-  measure "$s" "$load"
-  "$ADVISE" advise "$OUT/$s.json" --json "$OUT/$s.advise.json" >"$OUT/$s.advise.out" 2>&1 || true
-  if [ "$s" = rtthrot ]; then echo -1 > /proc/sys/kernel/sched_rt_runtime_us; fi
-  measure "$s-fixed" "$fixed"
-  echo "$RT" > /proc/sys/kernel/sched_rt_runtime_us
-  first=$(python3 -c 'import json,sys
-r=json.load(open(sys.argv[1])); f=r.get("fixes") or []
-print(f[0]["now"]["profiles"][0]["profile"] if f and f[0]["now"]["profiles"] else "")' "$OUT/$s.advise.json" 2>/dev/null || true)
-  if [ -n "$first" ]; then
-    "$ADVISE" advise "$OUT/$s-fixed.json" --profile "$first" --json "$OUT/$s-fixed.advise.json" >/dev/null 2>&1 || true
-  else
-    "$ADVISE" advise "$OUT/$s-fixed.json" --json "$OUT/$s-fixed.advise.json" >/dev/null 2>&1 || true
-  fi
-  python3 - "$s" "$want" "$OUT/$s.advise.json" "$OUT/$s-fixed.advise.json" <<'PY'
+printf '%-12s %-40s %-6s %-40s %10s %10s %10s %8s\n' setup top right? "verified fix" "stolen p/o" "p99 p/o" "MTTF p/o" "left"
+for s in $SETUPS; do
+  set +e
+  bench/advise-setups.sh "$s" --cpu 1 -- bash -c '
+    set -u
+    R=$OUT/$ADVISE_SETUP
+    "$PUNCTUAL" check --cpus 1 --duration "${SECS}s" --cause --json "$R.json" >"$R.check.out" 2>&1 || exit 1
+    "$PUNCTUAL" advise "$R.json" --json "$R.advise.json" >"$R.advise.out" 2>&1 || exit 1
+    id=$(python3 - "$R.advise.json" <<PY
+import json, os, sys
+fixes = json.load(open(sys.argv[1])).get("fixes") or []
+want = [w for w in (os.environ.get("ADVISE_NOISY_COMM"), os.environ.get("ADVISE_RTBUSY_COMM")) if w]
+irq = os.environ.get("ADVISE_DISK_IRQ")
+def planted(f):
+    t = f["target"]
+    if f["kind"] == "rt-runtime" and os.environ.get("ADVISE_RTBUSY_COMM"):
+        return True
+    if f["kind"] == "irq-affinity" and irq and str(t.get("irq")) == irq:
+        return True
+    return f["kind"] in ("priority", "thread-affinity") and any(w in f["id"] for w in want)
+ok = [f for f in fixes if planted(f) and f["runtime_applicable"]]
+print(ok[0]["id"] if ok else "")
+PY
+)
+    echo "$id" > "$R.expected"
+    [ -n "$id" ] || exit 0
+    "$PUNCTUAL" advise "$R.json" --top 1 --apply "$id" --verify --json "$R.verify.json" >"$R.verify.out" 2>&1
+  '
+  status=$?
+  set -e
+  left=$([ $status -eq 3 ] && echo CHANGED || echo none)
+  python3 - "$s" "$OUT" "$left" <<'PY'
 import json, sys
-name, want, adv, ver = sys.argv[1:5]
+name, out, left = sys.argv[1:4]
 def load(p):
     try:
         return json.load(open(p))
     except Exception:
         return None
-a = load(adv); v = load(ver)
-fixes = (a or {}).get("fixes") or []
-def hit(f):
-    return want in f["kind"] or want in f["id"]
+a = load(f"{out}/{name}.advise.json") or {}
+fixes = a.get("fixes") or []
+try:
+    want = open(f"{out}/{name}.expected").read().strip()
+except OSError:
+    want = ""
 top = fixes[0]["id"] if fixes else "(no fix)"
-right = "yes" if fixes and hit(fixes[0]) else "no"
-judged = next((f for f in fixes if hit(f)), None)
-def ratio(p, m):
-    if p is None or m is None or m == 0:
-        return "-"
-    return "%.2f" % (p / m)
+right = "yes" if want and top == want else "no"
+v = load(f"{out}/{name}.verify.json") or {}
+f = next((f for f in v.get("fixes") or [] if f["id"] == want), None)
+def r(p, o):
+    return "%.2f" % (p / o) if p and o else "-"
 cells = ["-", "-", "-"]
-if judged and v and v.get("fixes"):
-    now = v["fixes"][0]["now"]
-    pr = judged["predicted"]
-    cells = [ratio(pr.get("stolen_fraction"), now.get("stolen_fraction")),
-             ratio(pr["p99_ns"], now["p99_ns"]),
-             ratio(pr.get("mttf_s"), now.get("mttf_s"))]
-print("%-8s %-16s %-44s %-5s %-44s %12s %12s %12s" % (name, want, top, right,
-      judged["id"] if judged else "(not offered)", *cells))
+if f and f.get("observed"):
+    p, o = f["predicted"], f["observed"]
+    cells = [r(p.get("stolen_fraction"), o.get("stolen_fraction")), r(p["p99_ns"], o["p99_ns"]),
+             r(p.get("mttf_s"), o.get("mttf_s"))]
+print("%-12s %-40s %-6s %-40s %10s %10s %10s %8s" % (name, top, right, want or "(none offered)", *cells, left))
 PY
 done
 echo "records and outputs in $OUT"

@@ -69,7 +69,7 @@ impl std::fmt::Display for AdviseError {
     }
 }
 
-/// The profiles a fix is judged by and how they were chosen.
+/// What advise found for one record.
 #[derive(Clone, Debug)]
 pub struct Advice {
     /// Per advised CPU, the figures as measured.

@@ -20,7 +20,7 @@ Examples:
   punctual advise c.json          (c.json from: punctual check --cpus 1 --cause --json c.json)
   punctual advise c.json --profile 'pro audio 128 frames × 2 at 48 kHz' --top 3
   punctual advise t.json --buffers 2 --buffer-len 1ms --compute 0.5ms --target 1h --json fixes.json
-  punctual advise c.json --apply prio-pl-cpu0-10168-fifo94 --verify --json verified.json
+  punctual advise n.json --apply rt-runtime-unlimited --verify --json verified.json
 How each fix is predicted, and the limits: docs/advise.md")]
 pub struct Args {
     /// Records with cause attribution (`check --cause`, `timer --cause`,
