@@ -7,6 +7,7 @@
 //! made from a measurement go through exactly the same code. The method,
 //! formulas and assumptions are written out in `docs/forecast.md`.
 
+pub mod advise;
 pub mod buffer;
 pub mod compare;
 pub mod forecast;

@@ -35,6 +35,8 @@ enum Command {
     Load(cmd::load::Args),
     /// Run a probe with the tracefs flight recorder and name each spike's cause.
     Cause(cmd::cause::Args),
+    /// Which fix buys the most: fixes ranked by the MTTF they are predicted to give.
+    Advise(cmd::advise::Args),
     /// Run real threads under CPU reservations (SCHED_DEADLINE, Rez-C, Rez-FB) and time constraints.
     Reserve(cmd::reserve::Args),
     /// Run a real buffered consumer and compare its underruns with the forecast.
@@ -95,6 +97,7 @@ fn run(command: Command) -> punctual::error::CliResult {
         Command::Sysinfo(a) => cmd::sysinfo::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Forecast(a) => cmd::forecast::run(a),
+        Command::Advise(a) => cmd::advise::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Load(a) => cmd::load::run(a),

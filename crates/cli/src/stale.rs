@@ -2,7 +2,8 @@
 //!
 //! A run killed by SIGKILL (or a second Ctrl-C) cannot undo its changes:
 //! a tracing instance still tracing, load balancing off, an interrupt
-//! routed away. Its restore journal stays in the run directory, and the
+//! routed away, a fix under test (`punctual_remedy`: a thread's affinity or
+//! policy, RT throttling, an isolating cpuset). Its restore journal stays in the run directory, and the
 //! next run of any verb replays it, so nothing measured later is measured
 //! on a machine that is not as its owner left it.
 

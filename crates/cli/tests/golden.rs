@@ -95,6 +95,12 @@ const RSIM: &str = "crates/report/tests/fixtures/reserve-sim.json";
 /// reservation, and a command under a plain one.
 const RFB: &str = "crates/report/tests/fixtures/reserve-feedback.json";
 const RCMD: &str = "crates/report/tests/fixtures/reserve-command.json";
+/// `check --cause` and `timer --cause` records of CPU 1 with a known
+/// problem (bench/trim-record.py made them small).
+const FIFO99: &str = "crates/cli/tests/fixtures/advise-check-fifo99.json";
+const DISK: &str = "crates/cli/tests/fixtures/advise-timer-disk.json";
+/// The idle timer fixture with its causes taken out.
+const NOCAUSE: &str = "crates/cli/tests/fixtures/advise-timer-nocause.json";
 
 fn cases() -> Vec<Case> {
     let mut v = vec![
@@ -228,6 +234,21 @@ fn cases() -> Vec<Case> {
             "--replay",
             "crates/cli/tests/golden/feed.txt",
         ],
+        &[],
+    ));
+    v.push(case(
+        "advise-check-fifo99",
+        &["advise", FIFO99, "--top", "5"],
+        &[],
+    ));
+    v.push(case(
+        "advise-timer-disk-profile",
+        &["advise", DISK, "--profile", "ADSL 2 ms × 2", "--top", "3"],
+        &[],
+    ));
+    v.push(case(
+        "advise-no-cause",
+        &["advise", NOCAUSE, "--json", "OUT/never.json"],
         &[],
     ));
     v.push(case(

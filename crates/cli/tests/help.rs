@@ -3,9 +3,9 @@
 
 use assert_cmd::Command;
 
-const VERBS: [&str; 12] = [
-    "check", "timer", "noise", "sysinfo", "simulate", "forecast", "load", "cause", "reserve",
-    "validate", "monitor", "report",
+const VERBS: [&str; 13] = [
+    "check", "timer", "noise", "sysinfo", "simulate", "forecast", "load", "cause", "advise",
+    "reserve", "validate", "monitor", "report",
 ];
 
 fn help(verb: &str) -> String {

@@ -64,6 +64,31 @@ pub enum Action {
     /// A private tracing instance: tracing is switched off and the
     /// directory removed.
     TraceInstance { path: PathBuf },
+    /// A thread's CPU affinity we changed; `cpus` is the list
+    /// `sched_getaffinity` gave before. `start_time` (field 22 of
+    /// /proc/<tid>/stat) tells a recycled tid from the thread: a thread
+    /// that is gone has nothing to restore.
+    ThreadAffinity {
+        tid: i32,
+        start_time: u64,
+        cpus: String,
+    },
+    /// A thread's scheduling policy we changed: what `sched_getattr` gave
+    /// before (the kernel's policy number, its priority and nice, and the
+    /// deadline parameters of a SCHED_DEADLINE thread).
+    ThreadSched {
+        tid: i32,
+        start_time: u64,
+        policy: u32,
+        priority: u32,
+        nice: i32,
+        #[serde(default)]
+        runtime_ns: u64,
+        #[serde(default)]
+        deadline_ns: u64,
+        #[serde(default)]
+        period_ns: u64,
+    },
 }
 
 /// What a journal file holds.
@@ -266,6 +291,24 @@ impl Restore {
         errors
     }
 
+    /// Undoes the changes made after the first `kept` ones, newest first,
+    /// and rewrites the journal: the roll-back of a step that failed half
+    /// way, leaving what was journaled before it in place. Returns what
+    /// could not be undone.
+    pub fn undo_newer_than(&mut self, kept: usize) -> Vec<String> {
+        let mut errors = Vec::new();
+        while self.journal.actions.len() > kept {
+            let Some(a) = self.journal.actions.pop() else {
+                break;
+            };
+            if let Err(e) = undo(&a, &self.dir, self.journal.pid) {
+                errors.push(e);
+            }
+        }
+        let _ = self.flush();
+        errors
+    }
+
     /// Undoes every change, newest first; returns what could not be undone.
     /// The journal file goes when everything was; otherwise it stays, for
     /// a later `--cleanup` to retry.
@@ -375,6 +418,84 @@ fn undo(a: &Action, dir: &Path, owner: u32) -> Result<Option<String>, String> {
                 .map(|()| Some(format!("removed tracing instance {}", path.display())))
                 .map_err(|e| format!("cannot remove {}: {e}", path.display()))
         }
+        Action::ThreadAffinity {
+            tid,
+            start_time,
+            cpus,
+        } => {
+            if !same_thread(*tid, *start_time) {
+                return Ok(None);
+            }
+            let list = crate::sysinfo::parse_cpu_list(cpus).map_err(|e| {
+                format!("thread {tid}'s saved affinity '{cpus}' is not a CPU list ({e})")
+            })?;
+            if crate::rt::thread_affinity(*tid).is_ok_and(|now| now == list) {
+                return Ok(None);
+            }
+            match crate::rt::set_thread_affinity(*tid, &list) {
+                Ok(()) => Ok(Some(format!(
+                    "restored thread {tid}'s CPU affinity to {cpus}"
+                ))),
+                // It exited between the check and the write.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+                Err(e) => Err(format!(
+                    "could not restore thread {tid}'s CPU affinity to {cpus}: {e}"
+                )),
+            }
+        }
+        Action::ThreadSched {
+            tid,
+            start_time,
+            policy,
+            priority,
+            nice,
+            runtime_ns,
+            deadline_ns,
+            period_ns,
+        } => {
+            if !same_thread(*tid, *start_time) {
+                return Ok(None);
+            }
+            let old = crate::rt::SchedAttr {
+                size: std::mem::size_of::<crate::rt::SchedAttr>() as u32,
+                sched_policy: *policy,
+                sched_nice: *nice,
+                sched_priority: *priority,
+                sched_runtime: *runtime_ns,
+                sched_deadline: *deadline_ns,
+                sched_period: *period_ns,
+                ..Default::default()
+            };
+            if let Ok(now) = crate::rt::sched_getattr(*tid) {
+                if now.sched_policy == old.sched_policy
+                    && now.sched_priority == old.sched_priority
+                    && now.sched_nice == old.sched_nice
+                {
+                    return Ok(None);
+                }
+            }
+            match crate::rt::sched_setattr(*tid, &old) {
+                Ok(()) => Ok(Some(format!(
+                    "restored thread {tid}'s scheduling policy {policy} priority {priority}"
+                ))),
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+                Err(e) => Err(format!(
+                    "could not restore thread {tid}'s scheduling policy {policy} priority {priority}: {e}"
+                )),
+            }
+        }
+    }
+}
+
+/// Whether `tid` still names the thread that started at `start_time`
+/// (any thread of that id when the start time was not known).
+fn same_thread(tid: i32, start_time: u64) -> bool {
+    match u32::try_from(tid)
+        .ok()
+        .and_then(crate::sysinfo::proc_start_time)
+    {
+        Some(t) => start_time == 0 || t == start_time,
+        None => false,
     }
 }
 
@@ -913,6 +1034,76 @@ mod tests {
                 affinity_list: "0-1".into()
             }]
         );
+    }
+
+    /// A dead run's journal puts a living thread's affinity back, and
+    /// skips a thread that has ended or whose tid now names another.
+    #[test]
+    fn replays_a_thread_affinity_and_skips_a_recycled_tid() {
+        let online = fs::read_to_string("/sys/devices/system/cpu/online")
+            .ok()
+            .and_then(|s| crate::sysinfo::parse_cpu_list(&s).ok())
+            .unwrap_or_default();
+        if online.len() < 2 {
+            println!("skipped: needs two online CPUs");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            tx.send(crate::rt::gettid()).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let before = crate::rt::thread_affinity(tid).unwrap();
+        crate::rt::set_thread_affinity(tid, &online[..1]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let list = |v: &[u32]| {
+            v.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let j = Journal {
+            pid: u32::MAX - 3,
+            start_time: 1,
+            actions: vec![
+                Action::ThreadAffinity {
+                    tid,
+                    start_time: crate::sysinfo::proc_start_time(tid as u32).unwrap(),
+                    cpus: list(&before),
+                },
+                // The same tid with another start time: not that thread.
+                Action::ThreadAffinity {
+                    tid,
+                    start_time: 1,
+                    cpus: list(&online[1..2]),
+                },
+                Action::ThreadSched {
+                    tid: i32::MAX - 1,
+                    start_time: 1,
+                    policy: 0,
+                    priority: 0,
+                    nice: 0,
+                    runtime_ns: 0,
+                    deadline_ns: 0,
+                    period_ns: 0,
+                },
+            ],
+        };
+        write_journal(dir.path(), "remedy-4294967292-0", &j);
+        let rep = cleanup_stale(dir.path());
+        assert!(rep.problems.is_empty(), "{rep:?}");
+        assert_eq!(crate::rt::thread_affinity(tid).unwrap(), before);
+        assert_eq!(
+            rep.undone,
+            vec![format!(
+                "restored thread {tid}'s CPU affinity to {}",
+                list(&before)
+            )]
+        );
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
     }
 
     /// All five kinds in one dead run's journal come back newest first.

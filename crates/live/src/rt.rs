@@ -153,8 +153,30 @@ pub fn pin_to_cpu(cpu: u32) -> io::Result<()> {
 }
 
 pub fn pin_to_cpus(cpus: &[u32]) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for
-    // indices < CPU_SETSIZE, which we check.
+    set_thread_affinity(0, cpus)
+}
+
+/// The CPUs thread `tid` (0 = calling thread) may run on
+/// (sched_getaffinity(2)), in ascending order.
+pub fn thread_affinity(tid: i32) -> io::Result<Vec<u32>> {
+    // SAFETY: cpu_set_t is plain data the kernel fills; CPU_ISSET reads
+    // within it for indices < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as u32)
+            .collect())
+    }
+}
+
+/// Sets the CPUs thread `tid` (0 = calling thread) may run on
+/// (sched_setaffinity(2)).
+pub fn set_thread_affinity(tid: i32, cpus: &[u32]) -> io::Result<()> {
+    // SAFETY: as in pin_to_cpus; indices are checked against CPU_SETSIZE.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         for &c in cpus {
@@ -166,7 +188,7 @@ pub fn pin_to_cpus(cpus: &[u32]) -> io::Result<()> {
             }
             libc::CPU_SET(c as usize, &mut set);
         }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
+        if libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
             Ok(())
         } else {
             Err(io::Error::last_os_error())

@@ -12,6 +12,7 @@
 //! `validate`'s real buffered consumer ([`consumer`]) and `monitor`'s
 //! week-long low-rate loop with its `/metrics` server ([`monitor`]).
 
+pub mod again;
 pub mod attach;
 pub mod config;
 pub mod consumer;

@@ -21,10 +21,12 @@ use serde::{Deserialize, Serialize};
 
 pub mod cause;
 mod counts;
+mod fix;
 mod histogram;
 mod verdict;
 mod warning;
 
+pub use fix::{Fix, FixFigures, ProfileFigure};
 pub use histogram::{Histogram, Recorder, DEFAULT_BUCKET_NS};
 pub use verdict::{VerdictBasis, VerdictEntry, VerdictState};
 pub use warning::{Severity, Warning};
@@ -92,6 +94,10 @@ pub struct Record {
     /// reports show what the terminal said without re-deriving it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verdicts: Vec<VerdictEntry>,
+    /// Changes to the machine ranked by what they are predicted to buy
+    /// (written by `advise`), each with the record it predicts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fixes: Vec<Fix>,
     /// Producer-specific extras (forecast results, sweep tables, trace-loss
     /// counters…) that other tools may ignore.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -122,6 +128,7 @@ impl Record {
             load: Vec::new(),
             warnings: Vec::new(),
             verdicts: Vec::new(),
+            fixes: Vec::new(),
             extra: BTreeMap::new(),
         }
     }

@@ -1,5 +1,6 @@
 //! One module per verb: an `Args` struct (clap) and a `run` function.
 
+pub mod advise;
 pub mod cause;
 pub mod check;
 pub mod compare;

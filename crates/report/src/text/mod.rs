@@ -2,6 +2,7 @@
 //! so `punctual report --format text REC` reads a saved record exactly as
 //! the verb printed it.
 
+pub mod advise;
 pub mod cause;
 pub mod forecast;
 pub mod load;

@@ -1,0 +1,1267 @@
+//! Which fix buys the most, predicted from the record (`punctual advise`).
+//!
+//! Every prediction edits the measured data and reads it again the way
+//! `check` and `forecast` do; none comes from a rule of thumb. A fix that
+//! takes a named source off the CPU (an interrupt routed elsewhere, a
+//! thread moved or lowered below the task, RT throttling lifted, C-states
+//! held shallow, a preemptible kernel) is predicted by taking that
+//! source's attributed time out of every logged spike and stolen interval
+//! it appears in: the spike's wake-up (or gap) shrinks by that much in the
+//! series' histogram, a gap that falls below the stolen threshold stops
+//! counting, the CPU's stolen total loses the source's share, and the
+//! queue model re-forecasts the MTTF from the edited latency and gap
+//! processes. What the attribution left unnamed (entry/exit, hypervisor
+//! time, spikes beyond the log) stays, and the source's own attributed
+//! time is removed whole, so a prediction is the most the fix can give
+//! for that source's part (docs/advise.md).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use punctual_record::cause::CauseSummary;
+use punctual_record::{
+    Fix, FixFigures, Metric, Nanos, Platform, ProfileFigure, Record, Series, VerdictState,
+};
+use serde_json::{json, Value};
+
+use crate::buffer::{least_buffers, mttf, Buffering};
+use crate::forecast::{GapStalls, TailModel};
+use crate::profiles::Profile;
+use crate::tail::Tail;
+use crate::verdict::state_of;
+
+/// An unbounded MTTF ("no underrun predicted") counts as this many seconds
+/// in the ranking, about 30 000 years: more than any target.
+pub const UNBOUNDED_MTTF_S: f64 = 1e12;
+
+/// Named sources tried one by one as "move" or "priority" fixes, largest
+/// first: past these the shares are too small to change a tail.
+pub const MAX_SOURCES: usize = 8;
+
+/// Why a record cannot be advised on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AdviseError {
+    /// The record has no cause attribution to edit.
+    NoCause,
+    /// Not a probe record (`check`, `timer`, `noise`, `cause`).
+    Kind(String),
+    /// No latency or gap series to read percentiles from.
+    NoSeries,
+}
+
+impl std::fmt::Display for AdviseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdviseError::NoCause => write!(
+                f,
+                "the record has no cause attribution, so no source can be taken out of it: \
+                 measure again with --cause (punctual check --cause, timer --cause or noise --cause)"
+            ),
+            AdviseError::Kind(k) => write!(
+                f,
+                "a '{k}' record cannot be advised on: give a check, timer, noise or cause record \
+                 taken with --cause"
+            ),
+            AdviseError::NoSeries => write!(
+                f,
+                "the record has no latency or gap series to predict percentiles from"
+            ),
+        }
+    }
+}
+
+/// What advise found for one record.
+#[derive(Clone, Debug)]
+pub struct Advice {
+    /// Per advised CPU, the figures as measured.
+    pub now: Vec<(u32, FixFigures)>,
+    /// Ranked, best first.
+    pub fixes: Vec<Fix>,
+    /// True when no profile missed or was inconclusive and every profile
+    /// given was kept.
+    pub all_profiles_meet: bool,
+    /// False when no advised CPU has wake-ups to forecast from (a `noise`
+    /// record): fixes are then judged by stolen time and gaps alone.
+    pub has_wakeups: bool,
+}
+
+/// Whether `rec` carries the attribution advise edits.
+pub fn has_cause(rec: &Record) -> bool {
+    rec.cause().is_some()
+        || rec.cause_noise().is_some()
+        || rec.spikes.iter().any(|s| !s.causes.is_empty())
+}
+
+/// Advises on every CPU of `rec` that has a latency or gap series.
+/// `profiles` are the workloads asked for; when `only_failing`, those that
+/// meet their target now on every CPU are left out (all are kept when
+/// none fails).
+pub fn advise(
+    rec: &Record,
+    profiles: &[Profile],
+    only_failing: bool,
+) -> Result<Advice, AdviseError> {
+    if !matches!(rec.kind.as_str(), "check" | "timer" | "noise" | "cause") {
+        return Err(AdviseError::Kind(rec.kind.clone()));
+    }
+    if !has_cause(rec) {
+        return Err(AdviseError::NoCause);
+    }
+    let cpus: BTreeSet<u32> = rec
+        .series
+        .iter()
+        .filter(|s| matches!(s.metric, Metric::Latency | Metric::Gap))
+        .filter_map(|s| s.cpu)
+        .collect();
+    if cpus.is_empty() {
+        return Err(AdviseError::NoSeries);
+    }
+    // The profiles: those failing now on some CPU.
+    let mut chosen: Vec<Profile> = profiles.to_vec();
+    let mut all_meet = false;
+    let has_wakeups = cpus
+        .iter()
+        .any(|&c| series_of(rec, c, Metric::Latency).is_some());
+    if only_failing && has_wakeups {
+        let failing: BTreeSet<String> = cpus
+            .iter()
+            .flat_map(|&c| profile_figures(rec, c, profiles))
+            .filter(|f| f.state != VerdictState::Meets)
+            .map(|f| f.profile)
+            .collect();
+        if failing.is_empty() {
+            all_meet = true;
+        } else {
+            chosen.retain(|p| failing.contains(&p.name));
+        }
+    }
+    let mut now = Vec::new();
+    let mut fixes = Vec::new();
+    for &cpu in &cpus {
+        let base = figures(rec, cpu, &chosen);
+        for cand in candidates(rec, cpu, &chosen) {
+            fixes.push(judge(rec, cpu, &base, cand, &chosen));
+        }
+        now.push((cpu, base));
+    }
+    rank(&mut fixes);
+    Ok(Advice {
+        now,
+        fixes,
+        all_profiles_meet: all_meet,
+        has_wakeups,
+    })
+}
+
+/// Best first: by MTTF gain over the profiles, ties by the CPU given up,
+/// then by id (so the same record always gives the same order).
+pub fn rank(fixes: &mut [Fix]) {
+    fixes.sort_by(|a, b| {
+        b.gain_log10
+            .total_cmp(&a.gain_log10)
+            .then(a.within_noise.cmp(&b.within_noise))
+            .then(a.cost_cpu_fraction.total_cmp(&b.cost_cpu_fraction))
+            .then(a.id.cmp(&b.id))
+    });
+}
+
+/// One candidate before it is judged: how the record changes.
+struct Candidate {
+    id: String,
+    kind: &'static str,
+    target: BTreeMap<String, Value>,
+    description: String,
+    why: String,
+    cost: String,
+    cost_cpu_fraction: f64,
+    runtime_applicable: bool,
+    permanent_how: String,
+    change: Change,
+}
+
+enum Change {
+    /// Take these sources' attributed time out.
+    Remove(Vec<(String, String)>),
+    /// More buffers of the same length for one profile.
+    Buffers(String, Buffering),
+}
+
+fn judge(rec: &Record, cpu: u32, base: &FixFigures, c: Candidate, profiles: &[Profile]) -> Fix {
+    let predicted = match &c.change {
+        Change::Remove(keys) => {
+            let edited = remove_sources(rec, cpu, &|k, n| {
+                keys.iter().any(|(kk, nn)| kk == k && nn == n)
+            });
+            let mut f = figures(&edited, cpu, profiles);
+            // Taking time out never lengthens a wake-up or a gap, so the
+            // true underrun rate cannot rise; where the tail refitted on
+            // the thinner data predicts a shorter MTTF, that is the fit's
+            // artifact and the figure as measured stands.
+            for (a, b) in base.profiles.iter().zip(f.profiles.iter_mut()) {
+                if eff(b.mttf_s) < eff(a.mttf_s) {
+                    *b = a.clone();
+                }
+            }
+            if let Some(first) = f.profiles.first() {
+                f.mttf_s = first.mttf_s;
+                f.ci_s = first.ci_s;
+            }
+            f
+        }
+        Change::Buffers(name, b) => {
+            let mut f = base.clone();
+            let m = latency_model(rec, cpu);
+            for pf in f.profiles.iter_mut().filter(|p| &p.profile == name) {
+                if let Some(r) = m.as_ref().and_then(|m| mttf(m, b).ok()) {
+                    pf.mttf_s = r.mttf_seconds;
+                    pf.ci_s = [r.mttf_ci_low_seconds, r.mttf_ci_high_seconds];
+                    pf.state = state_of(r.mttf_ci_low_seconds, r.mttf_ci_high_seconds, pf.target_s);
+                }
+            }
+            if let Some(first) = f.profiles.first() {
+                f.mttf_s = first.mttf_s;
+                f.ci_s = first.ci_s;
+            }
+            f
+        }
+    };
+    let gain = gain_log10(base, &predicted);
+    let within = within_noise(base, &predicted);
+    Fix {
+        id: c.id,
+        kind: c.kind.to_string(),
+        target: c.target,
+        cpu,
+        description: c.description,
+        now: base.clone(),
+        predicted,
+        gain_log10: gain,
+        within_noise: within,
+        why: c.why,
+        cost: c.cost,
+        cost_cpu_fraction: c.cost_cpu_fraction,
+        runtime_applicable: c.runtime_applicable,
+        permanent_how: c.permanent_how,
+        observed: None,
+    }
+}
+
+fn eff(m: Option<f64>) -> f64 {
+    m.unwrap_or(UNBOUNDED_MTTF_S).clamp(1e-9, UNBOUNDED_MTTF_S)
+}
+
+/// Σ over the profiles of log10(MTTF after / MTTF now), each MTTF capped
+/// at the profile's target (past its target a workload gains nothing
+/// more) and each term at least 0 (no fix here lengthens a wake-up).
+///
+/// A record without wake-ups (a `noise` record) has no MTTF; there the
+/// gain is log10 of the stolen fraction's ratio plus log10 of the gap
+/// p99.9's ratio (now ÷ after, each at least 0).
+pub fn gain_log10(now: &FixFigures, after: &FixFigures) -> f64 {
+    if now.profiles.is_empty() {
+        let r = |a: f64, b: f64| (a.max(1e-12) / b.max(1e-12)).log10().max(0.0);
+        return r(
+            now.stolen_fraction.unwrap_or(0.0),
+            after.stolen_fraction.unwrap_or(0.0),
+        ) + r(now.p999_ns.0 as f64, after.p999_ns.0 as f64);
+    }
+    now.profiles
+        .iter()
+        .zip(&after.profiles)
+        .map(|(a, b)| {
+            let cap = |m: Option<f64>| eff(m).min(a.target_s.max(1e-9));
+            (cap(b.mttf_s) / cap(a.mttf_s)).log10().max(0.0)
+        })
+        .sum()
+}
+
+/// True when every profile's predicted point MTTF lies inside the 95 %
+/// interval measured now (and, without profiles, the p99 and stolen
+/// fraction did not move).
+pub fn within_noise(now: &FixFigures, after: &FixFigures) -> bool {
+    if now.profiles.is_empty() {
+        return after.p99_ns == now.p99_ns
+            && after.stolen_fraction.unwrap_or(0.0) >= now.stolen_fraction.unwrap_or(0.0);
+    }
+    now.profiles.iter().zip(&after.profiles).all(|(a, b)| {
+        let lo = a.ci_s[0].unwrap_or(0.0);
+        let hi = a.ci_s[1].unwrap_or(f64::INFINITY);
+        let x = b.mttf_s.unwrap_or(f64::INFINITY);
+        x >= lo && x <= hi
+    })
+}
+
+/// The record's figures for `cpu`: percentiles of its latency series (or
+/// gap series), its stolen fraction, and the MTTF for each profile.
+pub fn figures(rec: &Record, cpu: u32, profiles: &[Profile]) -> FixFigures {
+    let s = series_of(rec, cpu, Metric::Latency).or_else(|| series_of(rec, cpu, Metric::Gap));
+    let (name, p99, p999) = match s {
+        Some(s) => {
+            let t = Tail::from_series(s);
+            (s.name.clone(), quantile(&t, 0.99), quantile(&t, 0.999))
+        }
+        None => (String::new(), Nanos::ZERO, Nanos::ZERO),
+    };
+    let stolen = rec.stolen.iter().find(|x| x.cpu == cpu).map(|x| x.fraction);
+    let pf = profile_figures(rec, cpu, profiles);
+    let (mttf_s, ci_s) = pf
+        .first()
+        .map(|p| (p.mttf_s, p.ci_s))
+        .unwrap_or((None, [None, None]));
+    FixFigures {
+        series: name,
+        p99_ns: p99,
+        p999_ns: p999,
+        stolen_fraction: stolen,
+        mttf_s,
+        ci_s,
+        profiles: pf,
+    }
+}
+
+/// The value with a fraction `1 - q` of the samples at or above it, read
+/// as its bucket's upper edge (the tail's own convention, so a figure
+/// before and after an edit move together).
+pub fn quantile(t: &Tail, q: f64) -> Nanos {
+    if t.n == 0 {
+        return Nanos::ZERO;
+    }
+    let rank = ((t.n as f64) * (1.0 - q)).ceil().max(1.0) as u64;
+    t.value_at_rank(rank)
+}
+
+fn series_of(rec: &Record, cpu: u32, metric: Metric) -> Option<&Series> {
+    rec.series
+        .iter()
+        .find(|s| s.metric == metric && s.cpu == Some(cpu))
+}
+
+/// The queue model of `cpu`'s wake-ups as `check` builds it: the latency
+/// series with its spike log, and the stall term from the busy loop's gaps
+/// when the record measured them free of RT throttling.
+fn latency_model(rec: &Record, cpu: u32) -> Option<TailModel> {
+    let s = series_of(rec, cpu, Metric::Latency)?;
+    let mut m = TailModel::new(s, rec.series_duration(s))
+        .ok()?
+        .with_spike_log(rec, s);
+    m.gap_stalls = GapStalls::own(rec, Some(cpu));
+    Some(m)
+}
+
+/// MTTF and state per profile on `cpu`, in the order given; empty when the
+/// CPU has no wake-ups to forecast from.
+pub fn profile_figures(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<ProfileFigure> {
+    let Some(m) = latency_model(rec, cpu) else {
+        return Vec::new();
+    };
+    profiles
+        .iter()
+        .filter_map(|p| {
+            let r = mttf(&m, &p.buffering).ok()?;
+            let target_s = p.target.as_secs_f64();
+            Some(ProfileFigure {
+                profile: p.name.clone(),
+                state: state_of(r.mttf_ci_low_seconds, r.mttf_ci_high_seconds, target_s),
+                mttf_s: r.mttf_seconds,
+                ci_s: [r.mttf_ci_low_seconds, r.mttf_ci_high_seconds],
+                target_s,
+            })
+        })
+        .collect()
+}
+
+/// `rec` with every source `pick(kind, name)` selects taken out of `cpu`'s
+/// logged spikes and stolen intervals.
+///
+/// A spike shrinks by the picked sources' attributed time: a wake-up to no
+/// less than the series' median (a wake-up still costs what a typical one
+/// does), a gap to what is left of it, and a gap left below the stolen
+/// threshold stops counting as stolen. The series' histogram moves the
+/// sample accordingly (its HdrHistogram copy, which no longer matches, is
+/// dropped). The CPU's stolen total loses the sources' `by_source` time.
+pub fn remove_sources(rec: &Record, cpu: u32, pick: &dyn Fn(&str, &str) -> bool) -> Record {
+    let mut out = rec.clone();
+    let threshold = rec
+        .stolen
+        .iter()
+        .find(|s| s.cpu == cpu)
+        .map(|s| s.threshold_ns)
+        .unwrap_or(Nanos::ZERO);
+    let mut gaps_gone = 0u64;
+    let mut touched: BTreeSet<usize> = BTreeSet::new();
+    let Record { spikes, series, .. } = &mut out;
+    for sp in spikes.iter_mut().filter(|s| s.cpu == cpu) {
+        let removed: u64 = sp
+            .causes
+            .iter()
+            .filter(|c| pick(&c.kind, &c.name))
+            .map(|c| c.total_ns.0)
+            .sum();
+        if removed == 0 {
+            continue;
+        }
+        let Some(si) = series
+            .iter()
+            .position(|s| s.metric == sp.metric && s.cpu == Some(cpu) && s.task == sp.task)
+        else {
+            continue;
+        };
+        let s = &mut series[si];
+        let old = sp.value_ns;
+        let left = Nanos(old.0.saturating_sub(removed));
+        sp.causes.retain(|c| !pick(&c.kind, &c.name));
+        touched.insert(si);
+        match sp.metric {
+            Metric::Gap if left <= threshold => {
+                move_sample(s, old, None);
+                gaps_gone += 1;
+                sp.value_ns = left;
+            }
+            Metric::Gap => {
+                move_sample(s, old, Some(left));
+                sp.value_ns = left;
+            }
+            _ => {
+                let floor = s.percentiles.p50.min(old);
+                let new = left.max(floor);
+                move_sample(s, old, Some(new));
+                sp.value_ns = new;
+            }
+        }
+    }
+    for &si in &touched {
+        settle(&mut series[si]);
+    }
+    // Gaps that stopped counting leave the spike log too.
+    out.spikes
+        .retain(|s| !(s.cpu == cpu && s.metric == Metric::Gap && s.value_ns <= threshold));
+    let gap_max = series_of(&out, cpu, Metric::Gap).map(|s| s.max);
+    if let Some(st) = out.stolen.iter_mut().find(|s| s.cpu == cpu) {
+        let removed: u64 = st
+            .by_source
+            .iter()
+            .filter(|b| pick(&b.kind, &b.name))
+            .map(|b| b.total_ns.0)
+            .sum();
+        st.by_source.retain(|b| !pick(&b.kind, &b.name));
+        st.total_ns = Nanos(st.total_ns.0.saturating_sub(removed));
+        st.fraction = st.total_ns.0 as f64 / st.observed_ns.0.max(1) as f64;
+        st.intervals = st.intervals.saturating_sub(gaps_gone);
+        if let Some(m) = gap_max {
+            st.max_ns = m;
+        }
+        let total = st.total_ns.0.max(1) as f64;
+        for b in st.by_source.iter_mut() {
+            b.share = b.total_ns.0 as f64 / total;
+        }
+    }
+    out
+}
+
+/// Moves one sample of `s` from the bucket of `old` to that of `new`
+/// (`None`: the sample is gone).
+fn move_sample(s: &mut Series, old: Nanos, new: Option<Nanos>) {
+    let w = s.histogram.bucket_ns.max(1);
+    let b = &mut s.histogram.buckets;
+    let lo = old.0 / w * w;
+    match b.binary_search_by_key(&lo, |x| x.0) {
+        Ok(i) => {
+            b[i].1 -= 1;
+            if b[i].1 == 0 {
+                b.remove(i);
+            }
+        }
+        // Not in the histogram (a spike from a merged or trimmed record):
+        // nothing to move.
+        Err(_) => return,
+    }
+    match new {
+        Some(v) => {
+            let lo = v.0 / w * w;
+            match b.binary_search_by_key(&lo, |x| x.0) {
+                Ok(i) => b[i].1 += 1,
+                Err(i) => b.insert(i, (lo, 1)),
+            }
+        }
+        None => s.count = s.count.saturating_sub(1),
+    }
+}
+
+/// The summary fields of an edited series, from its histogram.
+fn settle(s: &mut Series) {
+    let w = s.histogram.bucket_ns.max(1);
+    let top = s
+        .histogram
+        .buckets
+        .last()
+        .map(|b| Nanos(b.0 + w - 1))
+        .unwrap_or(Nanos::ZERO);
+    s.max = s.max.min(top);
+    s.hdr.clear();
+    let t = Tail::from_series(s);
+    s.percentiles.p99 = quantile(&t, 0.99);
+    s.percentiles.p99_9 = quantile(&t, 0.999);
+    s.percentiles.p99_99 = quantile(&t, 0.9999);
+}
+
+/// A source named in the record for one CPU, with its totals.
+#[derive(Clone, Debug)]
+struct Named {
+    kind: String,
+    name: String,
+    sched: Option<String>,
+    /// Attributed time in spikes and stolen intervals of this CPU.
+    total_ns: u64,
+    /// CPU time it used on this CPU over its accounting span, 0..1.
+    cpu_fraction: f64,
+}
+
+/// The sources named on `cpu`: in spike causes and `stolen[].by_source`,
+/// largest first, with their scheduling class from the cause summary.
+fn named_sources(rec: &Record, cpu: u32) -> Vec<Named> {
+    let mut map: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for sp in rec.spikes.iter().filter(|s| s.cpu == cpu) {
+        for c in &sp.causes {
+            *map.entry((c.kind.clone(), c.name.clone())).or_default() += c.total_ns.0;
+        }
+    }
+    for st in rec.stolen.iter().filter(|s| s.cpu == cpu) {
+        for b in &st.by_source {
+            *map.entry((b.kind.clone(), b.name.clone())).or_default() += b.total_ns.0;
+        }
+    }
+    let sums: Vec<CauseSummary> = [rec.cause(), rec.cause_noise()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut v: Vec<Named> = map
+        .into_iter()
+        .filter(|(_, t)| *t > 0)
+        .map(|((kind, name), total_ns)| {
+            let acct = sums
+                .iter()
+                .flat_map(|s| s.per_cpu.iter().filter(|c| c.cpu == cpu))
+                .find_map(|c| {
+                    c.sources
+                        .iter()
+                        .find(|s| s.total.kind == kind && s.total.name == name)
+                        .map(|s| (s.total.sched.clone(), s.total.total_ns, c.span_ns))
+                });
+            let (sched, used, span) = acct.unwrap_or((None, 0, 0));
+            Named {
+                kind,
+                name,
+                sched,
+                total_ns,
+                cpu_fraction: used as f64 / span.max(1) as f64,
+            }
+        })
+        .collect();
+    v.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    v
+}
+
+/// The probe's real-time priority from the record's configuration
+/// (`timer.policy` or `policy`, e.g. `fifo:95`); None at SCHED_OTHER.
+fn probe_priority(rec: &Record) -> Option<u32> {
+    ["timer.policy", "policy", "noise.policy"]
+        .iter()
+        .find_map(|k| rec.config.get(*k).and_then(|v| v.as_str()))
+        .and_then(|p| {
+            let (pol, prio) = p.split_once(':')?;
+            matches!(pol, "fifo" | "rr")
+                .then(|| prio.parse().ok())
+                .flatten()
+        })
+}
+
+/// `rt95` → 95; other classes None.
+fn rt_of(sched: &Option<String>) -> Option<u32> {
+    sched.as_deref()?.strip_prefix("rt")?.parse().ok()
+}
+
+/// Online CPUs (`0-3,6`), from the platform.
+fn online(p: &Platform) -> Vec<u32> {
+    let mut v = Vec::new();
+    let Some(list) = &p.online_cpus else {
+        return v;
+    };
+    for part in list.split(',') {
+        let part = part.trim();
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    v.extend(a..=b);
+                }
+            }
+            None => v.extend(part.parse::<u32>().ok()),
+        }
+    }
+    v
+}
+
+/// `comm/tid` → (comm, tid).
+fn comm_tid(name: &str) -> (String, Option<i32>) {
+    match name.rsplit_once('/') {
+        Some((c, t)) => match t.parse() {
+            Ok(t) => (c.to_string(), Some(t)),
+            Err(_) => (name.to_string(), None),
+        },
+        None => (name.to_string(), None),
+    }
+}
+
+/// A kernel thread bound to one CPU (`migration/1`, `ksoftirqd/1`,
+/// `rcuc/1`, `ktimers/1`, `cpuhp/1`, `idle_inject/1`): it cannot be moved
+/// and its priority is the kernel's.
+fn per_cpu_kthread(comm: &str) -> bool {
+    comm.rsplit_once('/')
+        .is_some_and(|(_, n)| n.parse::<u32>().is_ok())
+}
+
+/// `[a-z0-9-]` only, for ids.
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for ch in s.chars() {
+        if ch.is_ascii_alphanumeric() {
+            out.push(ch.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    let named = named_sources(rec, cpu);
+    let others: Vec<u32> = online(&rec.platform)
+        .into_iter()
+        .filter(|c| *c != cpu)
+        .collect();
+    let to = others
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let to_cpus = json!(others);
+    let to_first = others.first().copied();
+    let prio = probe_priority(rec);
+    let movable: Vec<&Named> = named
+        .iter()
+        .filter(|n| matches!(n.kind.as_str(), "irq" | "thread"))
+        .take(MAX_SOURCES)
+        .collect();
+    for n in movable {
+        match n.kind.as_str() {
+            "irq" if to_first.is_some() => {
+                let irq = rec
+                    .platform
+                    .irqs
+                    .iter()
+                    .find(|i| i.name == n.name || i.name.split_whitespace().any(|w| w == n.name))
+                    .map(|i| i.irq.clone());
+                let label = irq.clone().unwrap_or_else(|| slug(&n.name));
+                // On PREEMPT_RT the handler's thread (irq/N-name) moves with it.
+                let mut keys = vec![(n.kind.clone(), n.name.clone())];
+                if let Some(i) = &irq {
+                    for t in named
+                        .iter()
+                        .filter(|t| t.kind == "thread" && t.name.starts_with(&format!("irq/{i}-")))
+                    {
+                        keys.push((t.kind.clone(), t.name.clone()));
+                    }
+                }
+                let mut target = BTreeMap::new();
+                // The number when the platform names it (what an apply
+                // step needs), else the handler's name.
+                target.insert(
+                    "irq".into(),
+                    match irq.as_deref().and_then(|i| i.parse::<u32>().ok()) {
+                        Some(i) => json!(i),
+                        None => json!(n.name),
+                    },
+                );
+                target.insert("to_cpus".into(), to_cpus.clone());
+                let unit_irq = irq.clone().unwrap_or_else(|| "N".into());
+                out.push(Candidate {
+                    id: format!("irq-{label}-to-cpu{to}", to = to_first.unwrap_or(0)),
+                    kind: "irq-affinity",
+                    target,
+                    description: match &irq {
+                        Some(i) => format!("route interrupt {i} ({}) to CPU {to}", n.name),
+                        None => format!(
+                            "route interrupt {} to CPU {to} (its number is not in the record)",
+                            n.name
+                        ),
+                    },
+                    why: format!(
+                        "{} was attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
+                         taken out of them",
+                        n.name,
+                        Nanos(n.total_ns)
+                    ),
+                    cost: format!(
+                        "its handler time moves to CPU {to}: {} of a CPU measured here",
+                        pct(n.cpu_fraction)
+                    ),
+                    cost_cpu_fraction: n.cpu_fraction,
+                    runtime_applicable: irq.is_some(),
+                    permanent_how: format!(
+                        "systemd unit (irqbalance off or IRQBALANCE_BANNED_CPUS covering CPU {cpu}):\n\
+                         [Unit]\nDescription=keep IRQ {unit_irq} off CPU {cpu}\n[Service]\nType=oneshot\n\
+                         ExecStart=/bin/sh -c 'echo {to} > /proc/irq/{unit_irq}/smp_affinity_list'\n\
+                         [Install]\nWantedBy=multi-user.target\n\
+                         or for every interrupt: irqaffinity={to} on the kernel command line"
+                    ),
+                    change: Change::Remove(keys),
+                });
+            }
+            "thread" => {
+                let (comm, tid) = comm_tid(&n.name);
+                if per_cpu_kthread(&comm) || comm.starts_with("irq/") {
+                    continue;
+                }
+                if let Some(first) = to_first {
+                    // The thread by tid when the attribution named it,
+                    // else every thread of that name.
+                    let mut target = BTreeMap::new();
+                    match tid {
+                        Some(t) => target.insert("tid".into(), json!(t)),
+                        None => target.insert("comm".into(), json!(comm)),
+                    };
+                    target.insert("to_cpus".into(), to_cpus.clone());
+                    out.push(Candidate {
+                        id: format!("thread-{}-to-cpu{first}", slug(&n.name)),
+                        kind: "thread-affinity",
+                        target,
+                        description: format!("move thread {} off CPU {cpu} to CPU {to}", n.name),
+                        why: format!(
+                            "{} was attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
+                             taken out of them",
+                            n.name,
+                            Nanos(n.total_ns)
+                        ),
+                        cost: format!(
+                            "its CPU time moves to CPU {to}: {} of a CPU measured here",
+                            pct(n.cpu_fraction)
+                        ),
+                        cost_cpu_fraction: n.cpu_fraction,
+                        runtime_applicable: tid.is_some(),
+                        permanent_how: format!(
+                            "in the systemd unit that starts {comm} (systemctl edit UNIT):\n\
+                             [Service]\nCPUAffinity={to}\nor start it with taskset -c {to}"
+                        ),
+                        change: Change::Remove(vec![(n.kind.clone(), n.name.clone())]),
+                    });
+                }
+                // Above (or level with) the task: it preempts it only by
+                // priority.
+                if let (Some(p), Some(r)) = (prio, rt_of(&n.sched)) {
+                    if r >= p && p > 1 {
+                        let new = p - 1;
+                        let mut target = BTreeMap::new();
+                        if let Some(t) = tid {
+                            target.insert("tid".into(), json!(t));
+                        }
+                        target.insert("comm".into(), json!(comm));
+                        target.insert("policy".into(), json!("fifo"));
+                        target.insert("prio".into(), json!(new));
+                        out.push(Candidate {
+                            id: format!("prio-{}-fifo{new}", slug(&n.name)),
+                            kind: "priority",
+                            target,
+                            description: format!(
+                                "lower {} from FIFO {r} to FIFO {new}, below the task's FIFO {p}",
+                                n.name
+                            ),
+                            why: format!(
+                                "{} ran at FIFO {r}, at or above the task's FIFO {p}, and was \
+                                 attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
+                                 below the task it waits instead, so that time is taken out",
+                                n.name,
+                                Nanos(n.total_ns)
+                            ),
+                            cost: format!(
+                                "no CPU given up; {comm} waits while the task runs (it used {} \
+                                 of CPU {cpu})",
+                                pct(n.cpu_fraction)
+                            ),
+                            cost_cpu_fraction: 0.0,
+                            runtime_applicable: tid.is_some(),
+                            permanent_how: format!(
+                                "in the systemd unit that starts {comm} (systemctl edit UNIT):\n\
+                                 [Service]\nCPUSchedulingPolicy=fifo\nCPUSchedulingPriority={new}"
+                            ),
+                            change: Change::Remove(vec![(n.kind.clone(), n.name.clone())]),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // Isolation: every thread-level source goes, interrupts and host stay.
+    let threads: Vec<(String, String)> = named
+        .iter()
+        .filter(|n| matches!(n.kind.as_str(), "thread" | "kworker"))
+        .filter(|n| !per_cpu_kthread(&comm_tid(&n.name).0))
+        .map(|n| (n.kind.clone(), n.name.clone()))
+        .collect();
+    if !threads.is_empty() {
+        let ncpu = online(&rec.platform).len().max(1);
+        let mut target = BTreeMap::new();
+        target.insert("cpu".into(), json!(cpu));
+        out.push(Candidate {
+            id: format!("isolate-cpu{cpu}"),
+            kind: "isolate-cpu",
+            target,
+            description: format!("isolate CPU {cpu}: no thread but the task runs there"),
+            why: format!(
+                "{} thread-level sources (threads, kworkers) were attributed time on CPU {cpu}; \
+                 all are taken out, interrupts, per-CPU kernel threads and host time stay",
+                threads.len()
+            ),
+            cost: format!(
+                "CPU {cpu} is given up by every other task: 1 of {ncpu} CPUs ({} of the machine)",
+                pct(1.0 / ncpu as f64)
+            ),
+            cost_cpu_fraction: 1.0,
+            runtime_applicable: true,
+            permanent_how: format!(
+                "kernel command line: isolcpus=managed_irq,domain,{cpu} nohz_full={cpu} \
+                 rcu_nocbs={cpu}\nor a tuned profile: [cpu-partitioning] with \
+                 isolated_cores={cpu}"
+            ),
+            change: Change::Remove(threads),
+        });
+    }
+    // RT throttling.
+    let throttle: Vec<(String, String)> = named
+        .iter()
+        .filter(|n| n.kind == "throttle")
+        .map(|n| (n.kind.clone(), n.name.clone()))
+        .collect();
+    if !throttle.is_empty() {
+        let mut target = BTreeMap::new();
+        target.insert("value".into(), json!(-1));
+        let total: u64 = named
+            .iter()
+            .filter(|n| n.kind == "throttle")
+            .map(|n| n.total_ns)
+            .sum();
+        out.push(Candidate {
+            id: "rt-runtime-unlimited".into(),
+            kind: "rt-runtime",
+            target,
+            description: "lift RT throttling (kernel.sched_rt_runtime_us = -1)".into(),
+            why: format!(
+                "RT throttling stopped the task for {} inside CPU {cpu}'s spikes and stolen \
+                 intervals; taken out",
+                Nanos(total)
+            ),
+            cost: format!(
+                "no CPU given up; a real-time thread that never sleeps can then starve kernel \
+                 threads on its CPU (up to {} of each second are no longer kept for them)",
+                match (rec.platform.rt_runtime_us, rec.platform.rt_period_us) {
+                    (Some(r), Some(p)) if r >= 0 && p > 0 => pct((p - r) as f64 / p as f64),
+                    _ => "the share".into(),
+                }
+            ),
+            cost_cpu_fraction: 0.0,
+            runtime_applicable: true,
+            permanent_how: "/etc/sysctl.d/90-rt-runtime.conf:\nkernel.sched_rt_runtime_us = -1"
+                .into(),
+            change: Change::Remove(throttle),
+        });
+    }
+    // Shallow C-states where idle exit shows.
+    let idle: Vec<(String, String)> = named
+        .iter()
+        .filter(|n| n.kind == "idle")
+        .map(|n| (n.kind.clone(), n.name.clone()))
+        .collect();
+    let deep = rec
+        .platform
+        .cpuidle_states
+        .iter()
+        .any(|s| s.exit_latency_us > 0 && !s.disabled);
+    if !idle.is_empty() && deep {
+        let mut target = BTreeMap::new();
+        target.insert("us".into(), json!(0));
+        out.push(Candidate {
+            id: "dma-latency-0".into(),
+            kind: "dma-latency",
+            target,
+            description: "hold C-states shallow (/dev/cpu_dma_latency held at 0 µs)".into(),
+            why: format!(
+                "the CPU was idle inside spikes on CPU {cpu} (timer not yet delivered: idle exit); \
+                 that time is taken out"
+            ),
+            cost: "no CPU given up; idle CPUs poll instead of sleeping: more power and heat".into(),
+            cost_cpu_fraction: 0.0,
+            runtime_applicable: true,
+            permanent_how: "tuned profile snippet:\n[cpu]\nforce_latency=0\nor kernel command \
+                            line: processor.max_cstate=1 intel_idle.max_cstate=0"
+                .into(),
+            change: Change::Remove(idle),
+        });
+    }
+    // Full preemption: sources below the task delayed it only because the
+    // kernel could not preempt them.
+    let preemption = rec.platform.preemption.as_deref().unwrap_or("");
+    let preemptible = matches!(preemption, "full" | "rt" | "dynamic(full)" | "lazy")
+        || preemption == "dynamic(lazy)";
+    if !preemptible && !preemption.is_empty() {
+        let below: Vec<(String, String)> = named
+            .iter()
+            .filter(|n| match n.kind.as_str() {
+                "kworker" => true,
+                "thread" => match (prio, rt_of(&n.sched)) {
+                    (Some(p), Some(r)) => r < p,
+                    (Some(_), None) => n.sched.as_deref() != Some("deadline"),
+                    (None, _) => false,
+                },
+                _ => false,
+            })
+            .map(|n| (n.kind.clone(), n.name.clone()))
+            .collect();
+        if !below.is_empty() {
+            let dynamic = preemption.starts_with("dynamic(");
+            let mut target = BTreeMap::new();
+            target.insert("mode".into(), json!("full"));
+            out.push(Candidate {
+                id: "preempt-full".into(),
+                kind: "preempt",
+                target,
+                description: if dynamic {
+                    "full kernel preemption (sched/preempt = full)".into()
+                } else {
+                    "a fully preemptible kernel (PREEMPT or PREEMPT_RT build)".into()
+                },
+                why: format!(
+                    "the kernel's preemption model is '{preemption}': {} sources of lower \
+                     priority than the task (threads, kworkers) held CPU {cpu} when it should \
+                     have run; with full preemption they yield at once, so their time is \
+                     taken out",
+                    below.len()
+                ),
+                cost: "no CPU given up; more context switches, kernel-heavy throughput may \
+                       fall by a few percent (not measured by this record)"
+                    .into(),
+                cost_cpu_fraction: 0.0,
+                runtime_applicable: dynamic,
+                permanent_how: if dynamic {
+                    "kernel command line: preempt=full".into()
+                } else {
+                    "boot a kernel built with CONFIG_PREEMPT (or PREEMPT_RT); not changeable \
+                     at run time on this kernel"
+                        .into()
+                },
+                change: Change::Remove(below),
+            });
+        }
+    }
+    // Buffering, for one workload (a fix for one profile says nothing of
+    // the others): the least n of the same length that meets it.
+    if let (Some(m), 1) = (latency_model(rec, cpu), profiles.len()) {
+        for p in profiles {
+            let ts = p.target.as_secs_f64();
+            let max_n = (p.buffering.buffers * 4).max(64);
+            let Some(r) = least_buffers(&m, &p.buffering, ts, max_n) else {
+                continue;
+            };
+            let n = r.buffering.buffers;
+            if n <= p.buffering.buffers {
+                continue;
+            }
+            let added = p.buffering.buffer_len * u64::from(n - p.buffering.buffers);
+            let mut target = BTreeMap::new();
+            target.insert("profile".into(), json!(p.name));
+            target.insert("buffers".into(), json!(n));
+            target.insert("buffer_len_ns".into(), json!(p.buffering.buffer_len));
+            out.push(Candidate {
+                id: format!("buffers-{n}-{}", slug(&p.name)),
+                kind: "buffering",
+                target,
+                description: format!(
+                    "{}: {n} buffers of {} instead of {}",
+                    p.name, p.buffering.buffer_len, p.buffering.buffers
+                ),
+                why: format!(
+                    "the least n whose MTTF from the same queue model reaches {}'s target",
+                    p.name
+                ),
+                cost: format!(
+                    "{added} more latency end to end (and the memory of {} more buffers)",
+                    n - p.buffering.buffers
+                ),
+                cost_cpu_fraction: 0.0,
+                runtime_applicable: false,
+                permanent_how: "the application's buffer configuration (never applied by punctual)"
+                    .into(),
+                change: Change::Buffers(p.name.clone(), r.buffering),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_record::cause::{CpuAccount, SourceTotal, SourceTotalShare};
+    use punctual_record::{Recorder, Source, SourceShare, Spike, Stolen};
+
+    fn share(kind: &str, name: &str, ns: u64) -> SourceShare {
+        SourceShare {
+            kind: kind.into(),
+            name: name.into(),
+            count: 1,
+            total_ns: Nanos(ns),
+            max_ns: Nanos(ns),
+            share: 0.0,
+        }
+    }
+
+    /// A 1 ms timer on CPU 1 for 200 s: a FIFO-99 thread delays one
+    /// wake-up in 100 by 900 µs, an interrupt one in 1000 by 30 µs, the
+    /// rest wake 20 µs late. A check-like record with both in the spike
+    /// log and in the stolen split.
+    fn record() -> Record {
+        let mut rec = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
+        let mut spikes = Vec::new();
+        for i in 0..200_000u64 {
+            let (v, causes) = if i % 100 == 0 {
+                (
+                    Nanos::from_us(925),
+                    vec![
+                        share("thread", "hog/42", 900_000),
+                        share("unexplained", "no guest event", 5_000),
+                    ],
+                )
+            } else if i % 1000 == 7 {
+                (Nanos::from_us(55), vec![share("irq", "eth0", 30_000)])
+            } else {
+                (Nanos::from_us(20), Vec::new())
+            };
+            rec.record(v);
+            if !causes.is_empty() {
+                spikes.push(Spike {
+                    at_ns: Nanos::from_ms(i),
+                    cpu: 1,
+                    task: None,
+                    metric: Metric::Latency,
+                    value_ns: v,
+                    causes,
+                    incomplete: false,
+                });
+            }
+        }
+        let mut s = rec.to_series("cpu1.latency", Metric::Latency);
+        s.cpu = Some(1);
+        let mut r = Record::new(Source::Measured, "check", Platform::default());
+        r.platform.online_cpus = Some("0-1".into());
+        r.platform.preemption = Some("dynamic(none)".into());
+        r.platform.irqs = vec![punctual_record::IrqInfo {
+            irq: "36".into(),
+            name: "eth0".into(),
+            affinity: "0-1".into(),
+        }];
+        r.duration_ns = Nanos::from_secs(200);
+        r.series.push(s);
+        r.spikes = spikes;
+        r.set_config("timer.policy", "fifo:95");
+        r.stolen.push(Stolen {
+            cpu: 1,
+            observed_ns: Nanos::from_secs(100),
+            total_ns: Nanos::from_ms(2000),
+            fraction: 0.02,
+            intervals: 2000,
+            threshold_ns: Nanos::from_us(1),
+            by_source: vec![
+                share("thread", "hog/42", 1_800_000_000),
+                share("irq", "eth0", 60_000_000),
+            ],
+            ..Default::default()
+        });
+        let mut sum = CauseSummary::default();
+        sum.per_cpu.push(CpuAccount {
+            cpu: 1,
+            span_ns: 200_000_000_000,
+            sources: vec![SourceTotalShare {
+                total: SourceTotal {
+                    kind: "thread".into(),
+                    name: "hog/42".into(),
+                    sched: Some("rt99".into()),
+                    count: 2000,
+                    total_ns: 1_800_000_000,
+                    max_ns: 900_000,
+                },
+                share: 0.9,
+            }],
+            ..Default::default()
+        });
+        r.set_cause(&sum);
+        r
+    }
+
+    fn profiles() -> Vec<Profile> {
+        crate::profiles::builtin()
+    }
+
+    #[test]
+    fn refuses_records_without_causes_and_other_kinds() {
+        let mut r = record();
+        r.extra.clear();
+        for s in r.spikes.iter_mut() {
+            s.causes.clear();
+        }
+        assert_eq!(
+            advise(&r, &profiles(), true).unwrap_err(),
+            AdviseError::NoCause
+        );
+        let mut r = record();
+        r.kind = "simulate".into();
+        assert!(matches!(
+            advise(&r, &profiles(), true),
+            Err(AdviseError::Kind(_))
+        ));
+    }
+
+    #[test]
+    fn removing_a_source_moves_its_spikes_and_stolen_time() {
+        let r = record();
+        let edited = remove_sources(&r, 1, &|k, n| k == "thread" && n == "hog/42");
+        let s = edited.series_named("cpu1.latency").unwrap();
+        // Same number of wake-ups; the 2000 late ones now at 25 µs.
+        assert_eq!(s.histogram.total(), 200_000);
+        assert_eq!(s.count_above(Nanos::from_us(100)), 0);
+        assert!(s.max < Nanos::from_us(100), "{}", s.max);
+        let st = &edited.stolen[0];
+        assert_eq!(st.total_ns, Nanos::from_ms(200));
+        assert!((st.fraction - 0.002).abs() < 1e-9);
+        assert_eq!(st.by_source.len(), 1);
+        // The interrupt's spikes are untouched.
+        let irq: Vec<_> = edited
+            .spikes
+            .iter()
+            .filter(|s| s.causes.iter().any(|c| c.name == "eth0"))
+            .collect();
+        assert!(irq.iter().all(|s| s.value_ns == Nanos::from_us(55)));
+    }
+
+    #[test]
+    fn the_offending_thread_ranks_first_and_the_interrupt_below() {
+        let a = advise(&record(), &profiles(), true).unwrap();
+        assert!(!a.fixes.is_empty());
+        let top = &a.fixes[0];
+        assert!(
+            top.target.get("tid") == Some(&json!(42)) || top.kind == "isolate-cpu",
+            "{top:?}"
+        );
+        assert!(top.gain_log10 > 1.0, "{}", top.gain_log10);
+        assert!(top.predicted.p99_ns < top.now.p99_ns);
+        let irq = a.fixes.iter().find(|f| f.kind == "irq-affinity").unwrap();
+        assert_eq!(irq.id, "irq-36-to-cpu0");
+        assert!(irq.gain_log10 < top.gain_log10);
+        // Lowering the FIFO-99 thread below the FIFO-95 task is offered
+        // and costs no CPU, so it ranks above moving the thread when the
+        // two buy the same.
+        let prio = a.fixes.iter().find(|f| f.kind == "priority").unwrap();
+        assert_eq!(prio.target["prio"], json!(94));
+        let mv = a
+            .fixes
+            .iter()
+            .find(|f| f.kind == "thread-affinity")
+            .unwrap();
+        assert!((prio.gain_log10 - mv.gain_log10).abs() < 1e-9);
+        let pi = a.fixes.iter().position(|f| f.kind == "priority").unwrap();
+        let mi = a
+            .fixes
+            .iter()
+            .position(|f| f.kind == "thread-affinity")
+            .unwrap();
+        assert!(pi < mi);
+        // Every profile advised for misses or is undecided now.
+        assert!(a.now[0]
+            .1
+            .profiles
+            .iter()
+            .all(|p| p.state != VerdictState::Meets));
+    }
+
+    #[test]
+    fn a_source_of_no_weight_is_within_noise() {
+        let mut r = record();
+        for s in r.spikes.iter_mut() {
+            s.causes.push(share("thread", "tiny/7", 1));
+        }
+        let a = advise(&r, &profiles(), true).unwrap();
+        let tiny = a
+            .fixes
+            .iter()
+            .find(|f| f.kind == "thread-affinity" && f.id.contains("tiny"))
+            .unwrap();
+        assert!(tiny.within_noise, "{tiny:?}");
+    }
+
+    /// Without wake-ups (a noise record) the gain is the stolen time and
+    /// gap tail taken away.
+    #[test]
+    fn a_noise_record_ranks_by_stolen_time() {
+        let mut r = record();
+        r.kind = "noise".into();
+        // 2000 gaps of 900 µs, the thread's; 2000 of 30 µs, the interrupt's.
+        let mut g = Recorder::new(Nanos::from_us(1));
+        r.spikes.clear();
+        for i in 0..4000u64 {
+            let (v, c) = if i % 2 == 0 {
+                (900_000, share("thread", "hog/42", 900_000))
+            } else {
+                (30_000, share("irq", "eth0", 30_000))
+            };
+            g.record(Nanos(v));
+            r.spikes.push(Spike {
+                at_ns: Nanos::from_ms(i * 25),
+                cpu: 1,
+                task: None,
+                metric: Metric::Gap,
+                value_ns: Nanos(v),
+                causes: vec![c],
+                incomplete: false,
+            });
+        }
+        let mut s = g.to_series("cpu1.gap", Metric::Gap);
+        s.cpu = Some(1);
+        r.series = vec![s];
+        let a = advise(&r, &profiles(), true).unwrap();
+        assert!(!a.has_wakeups);
+        let top = &a.fixes[0];
+        assert!(top.now.profiles.is_empty());
+        // The thread held 1.8 s of the 2 s stolen (a tenfold drop), and
+        // its gaps were the tail: the gaps' p99.9 falls to the interrupt's.
+        assert!(top.target.get("tid") == Some(&json!(42)) || top.kind == "isolate-cpu");
+        assert!(top.predicted.stolen_fraction.unwrap() < 0.0021);
+        assert!(top.predicted.p999_ns <= Nanos::from_us(31), "{top:?}");
+        assert!(top.gain_log10 > 1.0, "{}", top.gain_log10);
+        let irq = a.fixes.iter().find(|f| f.kind == "irq-affinity").unwrap();
+        assert!(irq.gain_log10 < top.gain_log10);
+    }
+
+    #[test]
+    fn ids_and_helpers() {
+        assert_eq!(slug("lto 6o0r9/10450"), "lto-6o0r9-10450");
+        assert!(per_cpu_kthread("migration/1"));
+        assert!(!per_cpu_kthread("pl-cpu0"));
+        assert_eq!(comm_tid("pl-cpu0/10168"), ("pl-cpu0".into(), Some(10168)));
+        let p = Platform {
+            online_cpus: Some("0-2,5".into()),
+            ..Default::default()
+        };
+        assert_eq!(online(&p), vec![0, 1, 2, 5]);
+    }
+}
