@@ -144,6 +144,75 @@ impl CauseArgs {
     }
 }
 
+/// `--dma-latency`, `--deepest-idle-state` on the probe verbs (`timer`,
+/// `noise`, `check`): the C-states held while the probe runs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CStateArgs {
+    /// Hold /dev/cpu_dma_latency at this many microseconds while the probe
+    /// runs, so no CPU enters an idle state whose exit latency is longer.
+    /// The default, 0, is what cyclictest does unless told otherwise, so
+    /// the figures compare with the ones people quote; `off` leaves the
+    /// C-states free (wake-ups from idle then include the exit latency).
+    /// Needs root; without it one warning says what the numbers mean.
+    #[arg(long, value_name = "US", default_value = "0", value_parser = dma_latency)]
+    pub dma_latency: DmaLatency,
+    /// Disable the measured CPUs' cpuidle states deeper than N for the run
+    /// (0 leaves only the shallowest, usually polling), put back on every
+    /// exit through the restore journal.
+    #[arg(long, value_name = "N")]
+    pub deepest_idle_state: Option<u32>,
+}
+
+/// `--dma-latency`: microseconds to hold, or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaLatency(pub Option<u32>);
+
+/// clap value parser for `--dma-latency`: whole microseconds (`0`, `10`,
+/// `10us`) or `off`.
+pub fn dma_latency(s: &str) -> Result<DmaLatency, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("off") {
+        return Ok(DmaLatency(None));
+    }
+    let digits = t.strip_suffix("us").unwrap_or(t);
+    digits
+        .parse::<u32>()
+        .ok()
+        .filter(|v| *v <= i32::MAX as u32)
+        .map(|v| DmaLatency(Some(v)))
+        .ok_or_else(|| {
+            format!("'{s}' is not a latency in whole microseconds (use e.g. 0, 10us) or 'off'")
+        })
+}
+
+impl CStateArgs {
+    pub fn request(&self) -> punctual_live::cstate::CStateRequest {
+        punctual_live::cstate::CStateRequest {
+            dma_latency_us: self.dma_latency.0,
+            deepest_idle_state: self.deepest_idle_state,
+        }
+    }
+}
+
+/// Holds the C-states `args` ask for on `cpus` for the life of the
+/// returned value (a live run only: a replayed feed runs on a virtual
+/// clock that no idle state can delay).
+pub fn hold_c_states(args: &CStateArgs, cpus: &[u32]) -> punctual_live::cstate::CStateHold {
+    punctual_live::cstate::CStateHold::hold(args.request(), cpus)
+}
+
+/// Writes what `hold` held into the record (`config.c_states`) with one
+/// warning per request that could not be met.
+pub fn note_c_states(rec: &mut punctual_record::Record, hold: &punctual_live::cstate::CStateHold) {
+    rec.set_config("c_states", hold.config());
+    for message in hold.warnings() {
+        let w = punctual_record::Warning::Other { message };
+        if !rec.warnings.contains(&w) {
+            rec.warnings.push(w);
+        }
+    }
+}
+
 /// `--load` text into specs, refused with one sentence (status 2) before
 /// anything starts; interrupt routing a killed earlier run left behind is
 /// restored first, and said.

@@ -11,6 +11,7 @@
 //! tested on replayed or scripted input without root.
 
 pub mod clock;
+pub mod cstate;
 pub mod inject;
 pub mod noise;
 pub mod procstat;

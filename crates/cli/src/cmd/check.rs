@@ -23,7 +23,7 @@ use punctual_report::text::{cause, load, platform, probe};
 
 use crate::error::{CliError, CliResult};
 use crate::interrupt::interrupted;
-use crate::opts::{self, CauseArgs};
+use crate::opts::{self, CStateArgs, CauseArgs};
 use crate::output::{write_json, Terminal};
 
 #[derive(clap::Args, Debug)]
@@ -47,6 +47,8 @@ pub struct Args {
     pub load: Option<String>,
     #[command(flatten)]
     pub cause: CauseArgs,
+    #[command(flatten)]
+    pub c_states: CStateArgs,
 }
 
 /// Per-workload verdicts (does this machine meet each shipped profile's
@@ -224,7 +226,7 @@ pub fn run(args: Args) -> CliResult {
         tracing: args.cause.tracing(),
     };
     let ncfg = NoiseConfig {
-        cpus,
+        cpus: cpus.clone(),
         policy: Policy::Fifo { priority: 95 },
         duration: args.duration - half,
         threshold: None,
@@ -257,6 +259,8 @@ pub fn run(args: Args) -> CliResult {
     if let Some(l) = &args.load {
         println!("\n== under load: {l} for {}", args.duration);
     }
+    // Through both halves, released before the summary is printed.
+    let mut held = opts::hold_c_states(&args.c_states, &cpus);
     let rt = realtime_allowed();
     let policy = if rt {
         "SCHED_FIFO 95"
@@ -296,6 +300,11 @@ pub fn run(args: Args) -> CliResult {
         punctual_measure::merge::merge_noise_half(&mut rec, part);
         print!("{}", probe::stolen_table(&rec));
     }
+    for e in held.release() {
+        eprintln!("punctual: could not restore: {e}");
+    }
+    opts::note_c_states(&mut rec, &held);
+    print!("{}", probe::c_states_line(&rec));
     punctual_measure::loads::finish(loads, &load_specs, &mut rec);
     print!("{}", load::load_lines(&rec));
     print!("{causes}");

@@ -9,7 +9,7 @@ use punctual_measure::Noise;
 use punctual_record::Nanos;
 
 use crate::error::{CliError, CliResult};
-use crate::opts::{self, CauseArgs, PolicyArg, ProbeArgs};
+use crate::opts::{self, CStateArgs, CauseArgs, PolicyArg, ProbeArgs};
 use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
@@ -39,6 +39,8 @@ pub struct Args {
     pub common: ProbeArgs,
     #[command(flatten)]
     pub cause: CauseArgs,
+    #[command(flatten)]
+    pub c_states: CStateArgs,
     /// Replay stolen intervals (`START_NS LEN_NS`, one per line, starts
     /// from the counter's zero; the first 20 ms are the loop's warm-up)
     /// through the same pipeline on a virtual clock whose loop costs
@@ -96,6 +98,7 @@ pub fn run(args: Args) -> CliResult {
         Arc::new(Noise { cfg, replay }),
         &args.common,
         &args.cause,
+        &args.c_states,
         args.replay.as_deref(),
     )?;
     write_json(&rec, &args.common.json)

@@ -9,7 +9,7 @@ use punctual_measure::Timer;
 use punctual_record::{Metric, Nanos, Record, Series};
 
 use crate::error::{CliError, CliResult};
-use crate::opts::{self, CauseArgs, ClockArg, PolicyArg, ProbeArgs};
+use crate::opts::{self, CStateArgs, CauseArgs, ClockArg, PolicyArg, ProbeArgs};
 use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
@@ -46,6 +46,8 @@ pub struct Args {
     pub common: ProbeArgs,
     #[command(flatten)]
     pub cause: CauseArgs,
+    #[command(flatten)]
+    pub c_states: CStateArgs,
     /// Replay wake-up latencies (ns, one per line) through the same
     /// pipeline on a virtual clock instead of measuring: for tests and for
     /// re-analysing a captured feed. Every CPU replays the same feed.
@@ -83,6 +85,7 @@ pub fn run(args: Args) -> CliResult {
         Arc::new(Timer { cfg, replay }),
         &args.common,
         &args.cause,
+        &args.c_states,
         args.replay.as_deref(),
     )?;
     write_json(&rec, &args.common.json)?;

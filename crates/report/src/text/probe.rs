@@ -91,6 +91,30 @@ pub fn stolen_table(rec: &Record) -> String {
     out
 }
 
+/// What was held of the C-states during a live run, from the record's
+/// `config.c_states` (one line), or nothing when the record does not say
+/// (a replayed feed, an older record).
+pub fn c_states_line(rec: &Record) -> String {
+    let Some(v) = rec.config.get("c_states") else {
+        return String::new();
+    };
+    let dma = match v.get("dma_latency_us") {
+        Some(serde_json::Value::Number(n)) => format!("/dev/cpu_dma_latency held at {n}us"),
+        _ => "/dev/cpu_dma_latency not held".to_string(),
+    };
+    let idle = match v.get("deepest_idle_state").and_then(|n| n.as_u64()) {
+        Some(n) => {
+            let k = v
+                .get("disabled")
+                .and_then(|d| d.as_array())
+                .map_or(0, |d| d.len());
+            format!("; idle states deeper than {n} disabled ({k} state files)")
+        }
+        None => String::new(),
+    };
+    format!("C-states: {dma}{idle}\n")
+}
+
 /// Warnings, most serious first, one per line.
 pub fn warnings_text(rec: &Record) -> String {
     let mut w: Vec<&Warning> = rec.warnings.iter().collect();

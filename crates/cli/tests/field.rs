@@ -1,0 +1,210 @@
+//! The habits of cyclictest, rtla and CI farms, through the command line:
+//! C-states held for the run (`--dma-latency`, `--deepest-idle-state`).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::prelude::*;
+
+/// Live probes run one at a time (see tests/measure.rs).
+static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn live() -> std::sync::MutexGuard<'static, ()> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn punctual() -> Command {
+    Command::cargo_bin("punctual").unwrap()
+}
+
+fn read_json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        .unwrap_or(false)
+}
+
+/// CPU 0's deepest idle state's `disable` file, when it has more than one
+/// state (so that `--deepest-idle-state 0` has something to disable).
+fn cpu0_deepest_disable() -> Option<std::path::PathBuf> {
+    let dir = Path::new("/sys/devices/system/cpu/cpu0/cpuidle");
+    let n = (0..)
+        .take_while(|k| dir.join(format!("state{k}")).exists())
+        .count();
+    (n >= 2).then(|| dir.join(format!("state{}/disable", n - 1)))
+}
+
+fn read_trim(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap().trim().to_string()
+}
+
+/// Waits until `cond` holds (or panics after `secs`).
+fn wait_for(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < Duration::from_secs(secs), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// While the probe runs, /dev/cpu_dma_latency is held at 0 and CPU 0's
+/// deeper idle states are disabled; the record and the output say so, and
+/// afterwards the states read as before.
+#[test]
+fn c_states_are_held_for_the_run_said_and_put_back() {
+    let Some(disable) = cpu0_deepest_disable().filter(|_| is_root()) else {
+        eprintln!("skipped: needs root and a CPU 0 with two cpuidle states or more");
+        return;
+    };
+    let _live = live();
+    let before = read_trim(&disable);
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("t.json");
+    let child = punctual()
+        .args(["timer", "--cpus", "0", "--duration", "1500ms"])
+        .args(["--deepest-idle-state", "0", "--json"])
+        .arg(&j)
+        .env("PUNCTUAL_RUN_DIR", dir.path().join("run"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if before == "0" {
+        wait_for(10, "the deepest idle state was never disabled", || {
+            read_trim(&disable) == "1"
+        });
+    }
+    // The PM QoS target in force reads back as a 32-bit value.
+    let qos = std::fs::read("/dev/cpu_dma_latency").unwrap();
+    assert_eq!(i32::from_ne_bytes(qos[..4].try_into().unwrap()), 0);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(read_trim(&disable), before, "the idle state was put back");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("C-states: /dev/cpu_dma_latency held at 0us; idle states deeper than 0"),
+        "{stdout}"
+    );
+    let c = &read_json(&j)["config"]["c_states"];
+    assert_eq!(c["dma_latency_us"], 0, "{c}");
+    assert_eq!(c["deepest_idle_state"], 0, "{c}");
+    if before == "0" {
+        assert!(!c["disabled"].as_array().unwrap().is_empty(), "{c}");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("run")).unwrap().count(),
+        0,
+        "no journal is left"
+    );
+}
+
+/// A run killed while it holds the idle states leaves its journal, and the
+/// next verb, whatever it is, puts them back and says so.
+#[test]
+fn a_killed_runs_idle_states_are_put_back_by_the_next_verb() {
+    let Some(disable) = cpu0_deepest_disable().filter(|_| is_root()) else {
+        eprintln!("skipped: needs root and a CPU 0 with two cpuidle states or more");
+        return;
+    };
+    if read_trim(&disable) != "0" {
+        eprintln!("skipped: CPU 0's deepest idle state is already disabled");
+        return;
+    }
+    let _live = live();
+    let run = tempfile::tempdir().unwrap();
+    let mut child = punctual()
+        .args(["noise", "--cpus", "0", "--duration", "60s"])
+        .args(["--deepest-idle-state", "0", "--dma-latency", "off"])
+        .env("PUNCTUAL_RUN_DIR", run.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(10, "the deepest idle state was never disabled", || {
+        read_trim(&disable) == "1"
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(read_trim(&disable), "1", "SIGKILL cannot restore");
+    let out = punctual()
+        .arg("sysinfo")
+        .env("PUNCTUAL_RUN_DIR", run.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "put back what a killed run left: restored {} to '0'",
+            disable.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(read_trim(&disable), "0");
+}
+
+/// Without root the C-states cannot be held: one warning says what the
+/// numbers then mean, and the record says nothing was held.
+#[test]
+fn without_root_the_c_states_are_not_held_and_that_is_said() {
+    let setpriv = Path::new("/usr/bin/setpriv");
+    if !setpriv.exists() || !is_root() {
+        eprintln!("skipped: needs root and setpriv to drop privileges");
+        return;
+    }
+    let _live = live();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let j = dir.path().join("t.json");
+    let out = Command::new(setpriv)
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(assert_cmd::cargo::cargo_bin("punctual"))
+        .args(["timer", "--duration", "300ms", "--cpus", "0", "--json"])
+        .arg(&j)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("C-states not held at 0us (cannot open /dev/cpu_dma_latency"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("not comparable with cyclictest's"),
+        "{stderr}"
+    );
+    let v = read_json(&j);
+    assert_eq!(v["config"]["c_states"]["dma_latency_us"], "not held");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("/dev/cpu_dma_latency not held"));
+}
+
+/// A latency that is not whole microseconds or `off` is refused by name.
+#[test]
+fn a_bad_dma_latency_is_one_sentence_and_exit_2() {
+    for bad in ["-1", "fast", "1.5"] {
+        let out = punctual()
+            .args(["timer", &format!("--dma-latency={bad}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains("whole microseconds"), "{bad}: {e}");
+    }
+}
