@@ -10,6 +10,7 @@
 pub mod buffer;
 pub mod compare;
 pub mod forecast;
+pub mod gate;
 pub mod gpd;
 pub mod periodic;
 pub mod profiles;

@@ -1,5 +1,6 @@
 //! The habits of cyclictest, rtla and CI farms, through the command line:
-//! C-states held for the run (`--dma-latency`, `--deepest-idle-state`).
+//! C-states held for the run (`--dma-latency`, `--deepest-idle-state`),
+//! CI gates (`--fail-if`, `--fail-on-verdict`, `report --format junit`).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -207,4 +208,168 @@ fn a_bad_dma_latency_is_one_sentence_and_exit_2() {
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(e.contains("whole microseconds"), "{bad}: {e}");
     }
+}
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    root().join("crates/report/tests/fixtures").join(name)
+}
+
+/// A replayed timer feed: 100 wake-ups at 10 us, one at 2.5 ms.
+fn feed(dir: &Path) -> std::path::PathBuf {
+    let p = dir.join("feed.txt");
+    let mut text = String::new();
+    for i in 0..100 {
+        text.push_str(if i == 70 { "2500000\n" } else { "10000\n" });
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A gate that holds passes (exit 0, said on stderr); one that fails is
+/// exit 1 with one line naming it, after the record is written.
+#[test]
+fn fail_if_gates_a_timer_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = feed(dir.path());
+    let j = dir.path().join("t.json");
+    let out = punctual()
+        .args(["timer", "--cpus", "0", "--replay"])
+        .arg(&feed)
+        .args([
+            "--fail-if",
+            "max > 10ms",
+            "--fail-if",
+            "cpu0.latency.p50 >= 1ms",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gate passed: --fail-if 'max > 10ms': cpu0.latency max = 2.5ms\n"),
+        "{err}"
+    );
+    let out = punctual()
+        .args(["timer", "--cpus", "0", "--replay"])
+        .arg(&feed)
+        .args([
+            "--fail-if",
+            "max > 1ms",
+            "--fail-if",
+            "missed > 0",
+            "--json",
+        ])
+        .arg(&j)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap();
+    assert_eq!(
+        last,
+        "punctual: gate failed: --fail-if 'max > 1ms': cpu0.latency max = 2.5ms > 1ms; \
+         --fail-if 'missed > 0': cpu0.latency missed = 2 > 0"
+    );
+    assert!(
+        j.exists(),
+        "the record is written before the gates are checked"
+    );
+}
+
+/// A gate that cannot be read is exit 2 with one sentence, before or after
+/// the run.
+#[test]
+fn bad_gates_are_one_sentence_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = feed(dir.path());
+    let cases: [(&[&str], &str); 5] = [
+        (&["timer", "--fail-if", "p99 200us"], "no comparison"),
+        (&["timer", "--fail-if", "p97 > 1ms"], "names no figure"),
+        (&["timer", "--fail-on-verdict", "sometimes"], "'sometimes'"),
+        (
+            &["noise", "--fail-on-verdict", "misses"],
+            "noise measures stolen time",
+        ),
+        (&["timer", "--fail-if", "cpu5.p99 > 1ms"], "no such series"),
+    ];
+    for (args, says) in cases {
+        let out = punctual()
+            .args(args)
+            .args(["--cpus", "0", "--replay"])
+            .arg(&feed)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("punctual:")).count(),
+            1
+        );
+    }
+}
+
+/// `report` gates saved records, and writes JUnit XML with one test case
+/// per gate and per verdict (a decided miss fails, an undecided one is
+/// skipped), whose counts agree with the cases.
+#[test]
+fn report_gates_records_and_writes_junit() {
+    let load = fixture("timer-load.json");
+    let out = punctual()
+        .arg("report")
+        .arg(&load)
+        .args(["--fail-if", "p99 > 1ms", "--fail-on-verdict", "RT video 50"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("junit.xml");
+    let out = punctual()
+        .arg("report")
+        .arg(&load)
+        .args(["--fail-if", "p99 > 50us", "--fail-on-verdict", "misses"])
+        .args(["--format", "junit", "-o"])
+        .arg(&x)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "punctual: gate failed: --fail-if 'p99 > 50us': cpu0.latency p99 = 87.295us > 50us"
+        ),
+        "{err}"
+    );
+    let xml = std::fs::read_to_string(&x).unwrap();
+    let rec = punctual_record::Record::read(&load).unwrap();
+    let verdicts = punctual_analysis::gate::record_verdicts(&rec);
+    let misses = verdicts
+        .iter()
+        .filter(|v| v.state == punctual_record::VerdictState::Misses)
+        .count();
+    let undecided = verdicts
+        .iter()
+        .filter(|v| v.state == punctual_record::VerdictState::Inconclusive)
+        .count();
+    assert!(misses > 0 && undecided > 0, "the fixture has both");
+    assert_eq!(xml.matches("<testcase classname=\"gate\"").count(), 2);
+    assert_eq!(
+        xml.matches("<testcase classname=\"verdict\"").count(),
+        verdicts.len()
+    );
+    assert_eq!(xml.matches("<failure ").count(), misses + 2, "{xml}");
+    assert_eq!(xml.matches("<skipped ").count(), undecided);
+    assert!(xml.contains(&format!(
+        "<testsuites name=\"punctual report\" tests=\"{}\" failures=\"{}\" skipped=\"{undecided}\">",
+        verdicts.len() + 2,
+        misses + 2
+    )));
+    assert!(
+        xml.contains("<testcase classname=\"gate\" name=\"--fail-if 'p99 &gt; 50us'\">"),
+        "{xml}"
+    );
 }

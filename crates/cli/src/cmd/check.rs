@@ -49,6 +49,8 @@ pub struct Args {
     pub cause: CauseArgs,
     #[command(flatten)]
     pub c_states: CStateArgs,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
 }
 
 /// Per-workload verdicts (does this machine meet each shipped profile's
@@ -191,6 +193,7 @@ fn realtime_allowed() -> bool {
 
 pub fn run(args: Args) -> CliResult {
     let cpus = opts::cpus(&args.cpus)?;
+    let gates = args.gates.parse()?;
     opts::check_output("--json", &args.json)?;
     if args.duration < Nanos::from_ms(200) {
         return Err(CliError::usage(format!(
@@ -316,7 +319,8 @@ pub fn run(args: Args) -> CliResult {
         println!("\n== what may hurt, and what to change");
         print!("{}", probe::warnings_text(&rec));
     }
-    write_json(&rec, &args.json)
+    write_json(&rec, &args.json)?;
+    gates.enforce(&rec)
 }
 
 #[cfg(test)]

@@ -41,6 +41,8 @@ pub struct Args {
     pub cause: CauseArgs,
     #[command(flatten)]
     pub c_states: CStateArgs,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
     /// Replay stolen intervals (`START_NS LEN_NS`, one per line, starts
     /// from the counter's zero; the first 20 ms are the loop's warm-up)
     /// through the same pipeline on a virtual clock whose loop costs
@@ -88,6 +90,12 @@ fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
 
 pub fn run(args: Args) -> CliResult {
     let cfg = noise_config(&args)?;
+    let gates = args.gates.parse()?;
+    if gates.verdict.is_some() {
+        return Err(CliError::usage(
+            "--fail-on-verdict needs wake-up latencies (timer, check); noise measures stolen time, so gate it with --fail-if",
+        ));
+    }
     opts::check_output("--json", &args.common.json)?;
     let replay = match &args.replay {
         Some(p) => Some(read_replay(p)?),
@@ -101,5 +109,6 @@ pub fn run(args: Args) -> CliResult {
         &args.c_states,
         args.replay.as_deref(),
     )?;
-    write_json(&rec, &args.common.json)
+    write_json(&rec, &args.common.json)?;
+    gates.enforce(&rec)
 }

@@ -48,6 +48,8 @@ pub struct Args {
     pub cause: CauseArgs,
     #[command(flatten)]
     pub c_states: CStateArgs,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
     /// Replay wake-up latencies (ns, one per line) through the same
     /// pipeline on a virtual clock instead of measuring: for tests and for
     /// re-analysing a captured feed. Every CPU replays the same feed.
@@ -72,6 +74,7 @@ fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
 
 pub fn run(args: Args) -> CliResult {
     let cfg = timer_config(&args)?;
+    let gates = args.gates.parse()?;
     opts::check_output("--json", &args.common.json)?;
     opts::check_output("--hist", &args.hist)?;
     let replay = match &args.replay {
@@ -92,7 +95,7 @@ pub fn run(args: Args) -> CliResult {
     if let Some(p) = &args.hist {
         write_hist(&rec, p)?;
     }
-    Ok(())
+    gates.enforce(&rec)
 }
 
 /// Writes the latency series in cyclictest's `-h` format.
