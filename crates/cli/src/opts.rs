@@ -213,6 +213,51 @@ pub fn note_c_states(rec: &mut punctual_record::Record, hold: &punctual_live::cs
     }
 }
 
+/// `--stop-at`, `--on-threshold` on `timer` and `noise` (cyclictest `-b`,
+/// rtla `-a`/`-T`): stop at the first sample over a threshold and keep
+/// the evidence.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct StopArgs {
+    /// Stop every CPU's probe at the first wake-up later than this (timer)
+    /// or stolen gap longer than this (noise); the record keeps the event
+    /// (`extra.stopped_at`) and, with --cause, what filled it. Exit status
+    /// stays 0: gate on it with --fail-if.
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub stop_at: Option<Nanos>,
+    /// With --stop-at: run this shell command when the threshold is
+    /// crossed, with the event in its environment: PUNCTUAL_VALUE_NS,
+    /// PUNCTUAL_CPU, PUNCTUAL_AT_NS (from the run's start),
+    /// PUNCTUAL_MONO_NS (CLOCK_MONOTONIC), PUNCTUAL_THRESHOLD_NS,
+    /// PUNCTUAL_KIND (timer or noise).
+    #[arg(long, value_name = "CMD", requires = "stop_at")]
+    pub on_threshold: Option<String>,
+}
+
+impl StopArgs {
+    /// Runs `--on-threshold` when the run stopped at its threshold; its
+    /// failure is a warning (the measurement stands).
+    pub fn on_threshold(&self, rec: &punctual_record::Record) {
+        let (Some(cmd), Some(e)) = (&self.on_threshold, rec.extra.get("stopped_at")) else {
+            return;
+        };
+        let num = |k: &str| e.get(k).and_then(|v| v.as_u64()).unwrap_or(0).to_string();
+        let status = std::process::Command::new("/bin/sh")
+            .args(["-c", cmd])
+            .env("PUNCTUAL_VALUE_NS", num("value_ns"))
+            .env("PUNCTUAL_CPU", num("cpu"))
+            .env("PUNCTUAL_AT_NS", num("at_ns"))
+            .env("PUNCTUAL_MONO_NS", num("mono_ns"))
+            .env("PUNCTUAL_THRESHOLD_NS", num("threshold_ns"))
+            .env("PUNCTUAL_KIND", &rec.kind)
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            Ok(s) => eprintln!("punctual: --on-threshold '{cmd}' ended with {s}"),
+            Err(e) => eprintln!("punctual: --on-threshold '{cmd}' could not run: {e}"),
+        }
+    }
+}
+
 /// `--load` text into specs, refused with one sentence (status 2) before
 /// anything starts; interrupt routing a killed earlier run left behind is
 /// restored first, and said.

@@ -373,3 +373,133 @@ fn report_gates_records_and_writes_junit() {
         "{xml}"
     );
 }
+
+/// `--stop-at` ends the run at the first sample over it, keeps the event
+/// in the record and the output, and `--on-threshold` gets its figures.
+#[test]
+fn stop_at_ends_the_run_at_the_event_and_hands_it_to_a_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("feed.txt");
+    // Wake-ups of 10 us, the fifth 600 us late, then more that must not
+    // be measured.
+    let mut text = String::new();
+    for i in 0..50 {
+        text.push_str(if i == 4 { "600000\n" } else { "10000\n" });
+    }
+    std::fs::write(&f, text).unwrap();
+    let env = dir.path().join("env.txt");
+    let j = dir.path().join("t.json");
+    let out = punctual()
+        .args(["timer", "--cpus", "0", "--interval", "1ms", "--replay"])
+        .arg(&f)
+        .args(["--stop-at", "500us", "--on-threshold"])
+        .arg(format!(
+            "echo $PUNCTUAL_KIND $PUNCTUAL_CPU $PUNCTUAL_VALUE_NS $PUNCTUAL_AT_NS $PUNCTUAL_THRESHOLD_NS > {}",
+            env.display()
+        ))
+        .arg("--json")
+        .arg(&j)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v = read_json(&j);
+    assert_eq!(v["series"][0]["count"], 5, "nothing after the event");
+    let e = &v["extra"]["stopped_at"];
+    assert_eq!(e["value_ns"], 600_000);
+    assert_eq!(e["cpu"], 0);
+    // Due at 5 ms on the replay's clock, 600 us late.
+    assert_eq!(e["at_ns"], 5_600_000);
+    assert_eq!(v["interrupted"], false, "a threshold stop is not a Ctrl-C");
+    assert_eq!(
+        std::fs::read_to_string(&env).unwrap(),
+        "timer 0 600000 5600000 500000\n"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("stopped at 5.6ms: CPU 0 woke late by 600us, over --stop-at 500us\n"),
+        "{stdout}"
+    );
+    // Below the threshold the run goes to its end and nothing runs.
+    let out = punctual()
+        .args(["timer", "--cpus", "0", "--replay"])
+        .arg(&f)
+        .args(["--stop-at", "1ms", "--on-threshold", "exit 3"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("stopped at"));
+    let out = punctual()
+        .args(["timer", "--on-threshold", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "--on-threshold needs --stop-at");
+}
+
+/// The noise probe stops at the first gap over the threshold.
+#[test]
+fn stop_at_ends_a_noise_run_at_its_first_long_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("gaps.txt");
+    // After the 20 ms warm-up: gaps of 5, 300 and 80 us.
+    std::fs::write(&f, "30000000 5000\n40000000 300000\n50000000 80000\n").unwrap();
+    let j = dir.path().join("n.json");
+    let out = punctual()
+        .args(["noise", "--cpus", "0", "--duration", "1s", "--replay"])
+        .arg(&f)
+        .args(["--stop-at", "100us", "--json"])
+        .arg(&j)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v = read_json(&j);
+    let e = &v["extra"]["stopped_at"];
+    // The gap is the stolen 300 us plus the replayed loop's 50 ns step.
+    assert_eq!(e["value_ns"], 300_050, "{e}");
+    let gaps = &v["series"][0];
+    assert_eq!(
+        gaps["count"], 2,
+        "the 80 us gap came after the stop: {gaps}"
+    );
+    assert!(v["duration_ns"].as_u64().unwrap() < 100_000_000);
+}
+
+/// Live, with the flight recorder: the record names what filled the event
+/// that stopped the run.
+#[test]
+fn stop_at_with_cause_names_what_filled_the_event() {
+    if !is_root() || !Path::new("/sys/kernel/tracing/trace").exists() {
+        eprintln!("skipped: needs root and tracefs");
+        return;
+    }
+    let _live = live();
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("n.json");
+    // The tick alone (every 1-4 ms) steals more than 2 us.
+    let out = punctual()
+        .args([
+            "noise",
+            "--cpus",
+            "0",
+            "--duration",
+            "20s",
+            "--stop-at",
+            "2us",
+        ])
+        .args(["--cause", "--json"])
+        .arg(&j)
+        .env("PUNCTUAL_RUN_DIR", dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v = read_json(&j);
+    let e = &v["extra"]["stopped_at"];
+    assert!(e["value_ns"].as_u64().unwrap() > 2000, "{e}");
+    assert!(
+        v["duration_ns"].as_u64().unwrap() < 10_000_000_000,
+        "stopped early"
+    );
+    let causes = e["causes"].as_array().expect("the event's causes");
+    assert!(!causes.is_empty());
+    let share: f64 = causes.iter().map(|c| c["share"].as_f64().unwrap()).sum();
+    assert!((share - 1.0).abs() < 0.01, "the shares add up: {share}");
+}

@@ -291,6 +291,7 @@ mod tests {
                     threshold: Nanos::ZERO,
                     max_spikes: 4,
                     lock_memory: false,
+                    stop_at: None,
                 },
                 replay: Some(feed),
             }),

@@ -222,6 +222,7 @@ pub fn run(args: Args) -> CliResult {
                 threshold: Nanos::ZERO,
                 max_spikes: DEFAULT_SPIKE_CAPACITY,
                 lock_memory: true,
+                stop_at: None,
             },
             replay: None,
         }),
@@ -239,6 +240,7 @@ pub fn run(args: Args) -> CliResult {
         // then hold only time stolen from a running thread, which the
         // verdicts charge to each compute.
         stretch: Some(UNTHROTTLED_STRETCH),
+        stop_at: None,
     };
     let noise_duration = ncfg.duration;
     let mut noise = ProbeRequest {

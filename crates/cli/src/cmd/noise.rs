@@ -43,6 +43,8 @@ pub struct Args {
     pub c_states: CStateArgs,
     #[command(flatten)]
     pub gates: crate::gates::GateArgs,
+    #[command(flatten)]
+    pub stop: opts::StopArgs,
     /// Replay stolen intervals (`START_NS LEN_NS`, one per line, starts
     /// from the counter's zero; the first 20 ms are the loop's warm-up)
     /// through the same pipeline on a virtual clock whose loop costs
@@ -84,6 +86,7 @@ fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
         threshold: args.threshold,
         max_spikes: args.common.max_spikes,
         lock_memory: !args.common.no_mlock,
+        stop_at: args.stop.stop_at,
         stretch: None,
     })
 }
@@ -109,6 +112,7 @@ pub fn run(args: Args) -> CliResult {
         &args.c_states,
         args.replay.as_deref(),
     )?;
+    args.stop.on_threshold(&rec);
     write_json(&rec, &args.common.json)?;
     gates.enforce(&rec)
 }

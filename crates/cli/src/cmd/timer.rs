@@ -50,6 +50,8 @@ pub struct Args {
     pub c_states: CStateArgs,
     #[command(flatten)]
     pub gates: crate::gates::GateArgs,
+    #[command(flatten)]
+    pub stop: opts::StopArgs,
     /// Replay wake-up latencies (ns, one per line) through the same
     /// pipeline on a virtual clock instead of measuring: for tests and for
     /// re-analysing a captured feed. Every CPU replays the same feed.
@@ -69,6 +71,7 @@ fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
         threshold: args.threshold.unwrap_or(Nanos::ZERO),
         max_spikes: args.common.max_spikes,
         lock_memory: !args.common.no_mlock,
+        stop_at: args.stop.stop_at,
     })
 }
 
@@ -91,6 +94,7 @@ pub fn run(args: Args) -> CliResult {
         &args.c_states,
         args.replay.as_deref(),
     )?;
+    args.stop.on_threshold(&rec);
     write_json(&rec, &args.common.json)?;
     if let Some(p) = &args.hist {
         write_hist(&rec, p)?;

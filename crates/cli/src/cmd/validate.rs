@@ -611,6 +611,7 @@ fn noise_phase(
             max_spikes: 100,
             lock_memory: true,
             stretch: None,
+            stop_at: None,
         };
         let out = noise_probe::run(&cfg, Arc::clone(&stop), Progress::new(1));
         if !out.realtime {
@@ -685,6 +686,7 @@ fn timer_phase(a: &Args, dur: Nanos, stop: Arc<AtomicBool>) -> CliResult<TimerPh
         threshold: Nanos::ZERO,
         max_spikes,
         lock_memory: true,
+        stop_at: None,
     };
     let out = probe::run(&cfg, stop, Progress::new(1));
     let origin = out.origin;

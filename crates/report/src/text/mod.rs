@@ -36,6 +36,7 @@ pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
                 out.push_str(&probe::stolen_table(rec));
                 "stolen time"
             };
+            out.push_str(&probe::stopped_line(rec));
             out.push_str(&probe::c_states_line(rec));
             out.push_str(&load::load_lines(rec));
             if let Some(sum) = rec.cause() {
