@@ -258,6 +258,87 @@ impl StopArgs {
     }
 }
 
+/// `--samples`, `--samples-max` on `timer` and `noise`: every sample,
+/// raw (cyclictest `-v`), in the binary format of docs/record-format.md.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SampleArgs {
+    /// Write every sample here (timer: each wake-up's latency; noise: each
+    /// stolen gap), binary: a 32-byte header, then 24 bytes per sample
+    /// (docs/record-format.md, "Raw samples").
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<PathBuf>,
+    /// Most samples --samples keeps, over all CPUs (16 bytes of memory
+    /// each while the run goes on, allocated before it starts); later ones
+    /// are counted in the record, not kept. 1,000,000 is 8 minutes of two
+    /// CPUs at 1 kHz.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1_000_000,
+        requires = "samples"
+    )]
+    pub samples_max: usize,
+}
+
+impl SampleArgs {
+    /// The sink the probe threads fill, when `--samples` asks for one;
+    /// `--samples-max 0` and an unwritable path are refused before the run.
+    pub fn sink(
+        &self,
+        kind: punctual_live::samples::SampleKind,
+    ) -> Result<Option<std::sync::Arc<punctual_live::samples::SampleSink>>, CliError> {
+        let Some(p) = &self.samples else {
+            return Ok(None);
+        };
+        if self.samples_max == 0 {
+            return Err(CliError::usage(
+                "--samples-max 0 keeps no sample; give at least 1",
+            ));
+        }
+        check_output_path("--samples", p)?;
+        Ok(Some(std::sync::Arc::new(
+            punctual_live::samples::SampleSink::new(kind, self.samples_max),
+        )))
+    }
+
+    /// Writes what `sink` kept to `--samples` and says so in the record
+    /// (`config.samples`) and on standard error.
+    pub fn write(
+        &self,
+        sink: Option<&punctual_live::samples::SampleSink>,
+        rec: &mut punctual_record::Record,
+    ) -> Result<(), CliError> {
+        let (Some(p), Some(sink)) = (&self.samples, sink) else {
+            return Ok(());
+        };
+        let kept = sink.take();
+        let origin = rec.started_mono_ns.unwrap_or_default();
+        punctual_live::samples::write_file(p, sink.kind, origin, &kept).map_err(|e| {
+            CliError::runtime(format!("cannot write --samples {}: {e}", p.display()))
+        })?;
+        rec.set_config(
+            "samples",
+            serde_json::json!({
+                "path": p.display().to_string(),
+                "written": kept.len(),
+                "dropped": sink.dropped(),
+                "max": sink.max,
+            }),
+        );
+        eprintln!(
+            "{} samples written to {}{}",
+            kept.len(),
+            p.display(),
+            if sink.dropped() > 0 {
+                format!(" ({} more past --samples-max, not kept)", sink.dropped())
+            } else {
+                String::new()
+            }
+        );
+        Ok(())
+    }
+}
+
 /// `--load` text into specs, refused with one sentence (status 2) before
 /// anything starts; interrupt routing a killed earlier run left behind is
 /// restored first, and said.

@@ -503,3 +503,92 @@ fn stop_at_with_cause_names_what_filled_the_event() {
     let share: f64 = causes.iter().map(|c| c["share"].as_f64().unwrap()).sum();
     assert!((share - 1.0).abs() < 0.01, "the shares add up: {share}");
 }
+
+/// `--samples` writes every sample, in the documented binary format, and
+/// reads back as the feed that made it; `--samples-max` bounds it and the
+/// record counts what was not kept.
+#[test]
+fn samples_are_every_wake_up_and_read_back() {
+    use punctual_live::samples::{read_file, SampleKind, HEADER_BYTES, SAMPLE_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("feed.txt");
+    let feed: Vec<u64> = (0..40).map(|i| 5_000 + i * 1_000).collect();
+    let text: String = feed.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(&f, text).unwrap();
+    let s = dir.path().join("t.samples");
+    let j = dir.path().join("t.json");
+    let out = punctual()
+        .args(["timer", "--cpus", "0", "--interval", "1ms", "--replay"])
+        .arg(&f)
+        .arg("--samples")
+        .arg(&s)
+        .arg("--json")
+        .arg(&j)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains(&format!("40 samples written to {}", s.display())));
+    assert_eq!(
+        std::fs::metadata(&s).unwrap().len() as usize,
+        HEADER_BYTES + 40 * SAMPLE_BYTES
+    );
+    let back = read_file(&s).unwrap();
+    assert_eq!(back.kind, SampleKind::Latency);
+    let values: Vec<u64> = back.samples.iter().map(|x| x.value.0).collect();
+    assert_eq!(values, feed);
+    // Wake-up k is due at (k+1) ms on the replay's clock and runs its
+    // latency later.
+    for (k, x) in back.samples.iter().enumerate() {
+        assert_eq!(x.at.0, (k as u64 + 1) * 1_000_000 + feed[k]);
+        assert_eq!(x.cpu, 0);
+    }
+    let v = read_json(&j);
+    assert_eq!(v["config"]["samples"]["written"], 40);
+    assert_eq!(v["config"]["samples"]["dropped"], 0);
+
+    let out = punctual()
+        .args(["timer", "--cpus", "0", "--replay"])
+        .arg(&f)
+        .arg("--samples")
+        .arg(&s)
+        .args(["--samples-max", "3", "--json"])
+        .arg(&j)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let back = read_file(&s).unwrap();
+    assert_eq!(back.samples.len(), 3);
+    assert_eq!(back.samples[2].value.0, feed[2], "the first ones are kept");
+    assert_eq!(read_json(&j)["config"]["samples"]["dropped"], 37);
+
+    let out = punctual()
+        .args(["timer", "--samples"])
+        .arg(&s)
+        .args(["--samples-max", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The noise probe's samples are its stolen gaps.
+#[test]
+fn noise_samples_are_its_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("gaps.txt");
+    std::fs::write(&f, "30000000 5000\n40000000 300000\n50000000 80000\n").unwrap();
+    let s = dir.path().join("n.samples");
+    let out = punctual()
+        .args(["noise", "--cpus", "0", "--duration", "1s", "--replay"])
+        .arg(&f)
+        .arg("--samples")
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let back = punctual_live::samples::read_file(&s).unwrap();
+    assert_eq!(back.kind, punctual_live::samples::SampleKind::Gap);
+    let lens: Vec<u64> = back.samples.iter().map(|x| x.value.0).collect();
+    // Each stolen interval plus the replayed loop's 50 ns step.
+    assert_eq!(lens, vec![5_050, 300_050, 80_050]);
+}

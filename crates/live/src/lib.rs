@@ -17,6 +17,7 @@ pub mod noise;
 pub mod procstat;
 pub mod restore;
 pub mod rt;
+pub mod samples;
 pub mod setup;
 pub mod spikes;
 pub mod sysinfo;

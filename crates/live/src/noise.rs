@@ -449,6 +449,8 @@ pub struct NoiseConfig {
     /// `--stop-at`: end the run on every CPU at the first stolen gap
     /// longer than this (rtla osnoise `-a`), keeping what led to it.
     pub stop_at: Option<Nanos>,
+    /// `--samples`: where every stolen gap goes (None: nowhere).
+    pub samples: Option<Arc<crate::samples::SampleSink>>,
 }
 
 /// Stretches that keep a SCHED_FIFO loop under the default RT throttling
@@ -555,7 +557,13 @@ where
                     threshold,
                     SpikeLog::new(Metric::Gap, threshold, cfg2.max_spikes),
                 )
-                .with_gap_log(gap_log);
+                .with_gap_log(
+                    gap_log.max(
+                        cfg2.samples
+                            .as_ref()
+                            .map_or(0, |s| s.share(cfg2.cpus.len())),
+                    ),
+                );
                 let params = PollParams {
                     scale,
                     threshold,
@@ -583,6 +591,20 @@ where
                     after.1.saturating_sub(before.1),
                 );
                 stats.min_step = stats.min_step.min(min_step).max(Nanos(1));
+                if let Some(sink) = &cfg2.samples {
+                    let kept: Vec<crate::samples::Sample> = p
+                        .gap_log()
+                        .iter()
+                        .take(sink.share(cfg2.cpus.len()))
+                        .map(|&(at, len)| crate::samples::Sample {
+                            at: at + offset,
+                            value: len,
+                            cpu,
+                        })
+                        .collect();
+                    let over = (p.gap_log().len() - kept.len()) as u64 + p.gap_log_dropped();
+                    sink.add(&kept, over);
+                }
                 drop(guard);
                 (
                     NoiseCpuResult {
@@ -1082,6 +1104,7 @@ mod tests {
                 // Never reached in 10 ms of virtual time: no real sleep.
                 stretch: stretched.then_some((Nanos::from_secs(3600), Nanos(1))),
                 stop_at: None,
+                samples: None,
             };
             let mut out = run_with(
                 &cfg,
@@ -1178,6 +1201,7 @@ mod tests {
             lock_memory: false,
             stretch: None,
             stop_at: None,
+            samples: None,
         };
         // Two seconds of virtual time, 80 million reads per CPU: a 1.5 us
         // gap every 1000 reads and a 30 us one every 100 000.

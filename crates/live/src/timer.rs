@@ -275,6 +275,8 @@ pub struct TimerConfig {
     /// `--stop-at`: end the run on every CPU at the first wake-up later
     /// than this (cyclictest `-b`, rtla `-a`), keeping what led to it.
     pub stop_at: Option<Nanos>,
+    /// `--samples`: where every wake-up's latency goes (None: nowhere).
+    pub samples: Option<Arc<crate::samples::SampleSink>>,
 }
 
 /// The sample that ended a run over its `--stop-at` threshold.
@@ -387,7 +389,9 @@ pub fn run_one<S: WakeSource>(
     cfg: &TimerConfig,
     (stop, halt): (&AtomicBool, &AtomicBool),
     progress: &Progress,
+    samples: &mut crate::samples::SampleBuf,
 ) -> (TimerProcessor, Nanos, Option<ThresholdEvent>) {
+    let keep_samples = cfg.samples.is_some();
     let start = src.now();
     let end = start + cfg.duration;
     let log = SpikeLog::new(Metric::Latency, cfg.threshold, cfg.max_spikes);
@@ -408,6 +412,13 @@ pub fn run_one<S: WakeSource>(
         last = actual;
         let lat = actual.saturating_sub(expected);
         expected = p.on_wakeup(expected, actual);
+        if keep_samples {
+            samples.push(crate::samples::Sample {
+                at: actual.saturating_sub(start),
+                value: lat,
+                cpu,
+            });
+        }
         if lat > local_max {
             local_max = lat;
             if let Some(m) = shared_max {
@@ -459,13 +470,25 @@ where
             .name(format!("punctual-t{cpu}"))
             .spawn(move || {
                 let (guard, rt_ok) = prepare_thread(setup.as_ref(), cpu, cfg2.policy, &w2);
+                let mut buf =
+                    crate::samples::SampleBuf::for_sink(cfg2.samples.as_deref(), cfg2.cpus.len());
                 let res = match make(cpu) {
                     Ok(mut src) => {
-                        let (p, el, stopped) =
-                            run_one(&mut src, cpu, idx, &cfg2, (&stop, &halt), &progress);
+                        let (p, el, stopped) = run_one(
+                            &mut src,
+                            cpu,
+                            idx,
+                            &cfg2,
+                            (&stop, &halt),
+                            &progress,
+                            &mut buf,
+                        );
                         let mut r = p.into_result();
                         r.stopped = stopped;
                         r.offset = r_start_offset(&r, t0);
+                        if let Some(sink) = &cfg2.samples {
+                            buf.hand_to(sink, r.offset);
+                        }
                         r.tid = crate::rt::gettid();
                         Some((r, el))
                     }
@@ -584,6 +607,7 @@ mod tests {
             max_spikes: 10,
             lock_memory: true,
             stop_at: None,
+            samples: None,
         }
     }
 

@@ -66,6 +66,7 @@ fn stolen_chunk(cpu: u32, inject: bool) -> (u64, u64) {
         lock_memory: false,
         stretch: None,
         stop_at: None,
+        samples: None,
     };
     let n = inject.then(|| neighbor(cpu));
     let out = noise::run(&cfg, Arc::new(AtomicBool::new(false)), Progress::new(1));
@@ -104,6 +105,7 @@ fn delay_chunk(cpu: u32, inject: bool) -> (u64, [u64; 4]) {
         max_spikes: 10,
         lock_memory: false,
         stop_at: None,
+        samples: None,
     };
     let n = inject.then(|| neighbor(cpu));
     let out = timer::run(&cfg, Arc::new(AtomicBool::new(false)), Progress::new(1));

@@ -292,6 +292,7 @@ mod tests {
                     max_spikes: 4,
                     lock_memory: false,
                     stop_at: None,
+                    samples: None,
                 },
                 replay: Some(feed),
             }),

@@ -93,6 +93,7 @@ fn noise_probe(cpu: u32, dur: Nanos) -> (ProbeThread, Record, ProbeGaps) {
         lock_memory: false,
         stretch: None,
         stop_at: None,
+        samples: None,
     };
     let out = run_logging_gaps(
         &cfg,

@@ -223,6 +223,7 @@ pub fn run(args: Args) -> CliResult {
                 max_spikes: DEFAULT_SPIKE_CAPACITY,
                 lock_memory: true,
                 stop_at: None,
+                samples: None,
             },
             replay: None,
         }),
@@ -241,6 +242,7 @@ pub fn run(args: Args) -> CliResult {
         // verdicts charge to each compute.
         stretch: Some(UNTHROTTLED_STRETCH),
         stop_at: None,
+        samples: None,
     };
     let noise_duration = ncfg.duration;
     let mut noise = ProbeRequest {

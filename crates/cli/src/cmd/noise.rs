@@ -45,6 +45,8 @@ pub struct Args {
     pub gates: crate::gates::GateArgs,
     #[command(flatten)]
     pub stop: opts::StopArgs,
+    #[command(flatten)]
+    pub raw: opts::SampleArgs,
     /// Replay stolen intervals (`START_NS LEN_NS`, one per line, starts
     /// from the counter's zero; the first 20 ms are the loop's warm-up)
     /// through the same pipeline on a virtual clock whose loop costs
@@ -87,6 +89,7 @@ fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
         max_spikes: args.common.max_spikes,
         lock_memory: !args.common.no_mlock,
         stop_at: args.stop.stop_at,
+        samples: args.raw.sink(punctual_live::samples::SampleKind::Gap)?,
         stretch: None,
     })
 }
@@ -104,7 +107,8 @@ pub fn run(args: Args) -> CliResult {
         Some(p) => Some(read_replay(p)?),
         None => None,
     };
-    let rec = run_one_probe(
+    let sink = cfg.samples.clone();
+    let mut rec = run_one_probe(
         "noise",
         Arc::new(Noise { cfg, replay }),
         &args.common,
@@ -113,6 +117,7 @@ pub fn run(args: Args) -> CliResult {
         args.replay.as_deref(),
     )?;
     args.stop.on_threshold(&rec);
+    args.raw.write(sink.as_deref(), &mut rec)?;
     write_json(&rec, &args.common.json)?;
     gates.enforce(&rec)
 }

@@ -52,6 +52,8 @@ pub struct Args {
     pub gates: crate::gates::GateArgs,
     #[command(flatten)]
     pub stop: opts::StopArgs,
+    #[command(flatten)]
+    pub raw: opts::SampleArgs,
     /// Replay wake-up latencies (ns, one per line) through the same
     /// pipeline on a virtual clock instead of measuring: for tests and for
     /// re-analysing a captured feed. Every CPU replays the same feed.
@@ -72,6 +74,7 @@ fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
         max_spikes: args.common.max_spikes,
         lock_memory: !args.common.no_mlock,
         stop_at: args.stop.stop_at,
+        samples: args.raw.sink(punctual_live::samples::SampleKind::Latency)?,
     })
 }
 
@@ -86,7 +89,8 @@ pub fn run(args: Args) -> CliResult {
         })?),
         None => None,
     };
-    let rec = run_one_probe(
+    let sink = cfg.samples.clone();
+    let mut rec = run_one_probe(
         "timer",
         Arc::new(Timer { cfg, replay }),
         &args.common,
@@ -95,6 +99,7 @@ pub fn run(args: Args) -> CliResult {
         args.replay.as_deref(),
     )?;
     args.stop.on_threshold(&rec);
+    args.raw.write(sink.as_deref(), &mut rec)?;
     write_json(&rec, &args.common.json)?;
     if let Some(p) = &args.hist {
         write_hist(&rec, p)?;

@@ -612,6 +612,7 @@ fn noise_phase(
             lock_memory: true,
             stretch: None,
             stop_at: None,
+            samples: None,
         };
         let out = noise_probe::run(&cfg, Arc::clone(&stop), Progress::new(1));
         if !out.realtime {
@@ -687,6 +688,7 @@ fn timer_phase(a: &Args, dur: Nanos, stop: Arc<AtomicBool>) -> CliResult<TimerPh
         max_spikes,
         lock_memory: true,
         stop_at: None,
+        samples: None,
     };
     let out = probe::run(&cfg, stop, Progress::new(1));
     let origin = out.origin;
