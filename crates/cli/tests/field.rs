@@ -592,3 +592,78 @@ fn noise_samples_are_its_gaps() {
     // Each stolen interval plus the replayed loop's 50 ns step.
     assert_eq!(lens, vec![5_050, 300_050, 80_050]);
 }
+
+/// A second Ctrl-C exits at once (130), but first puts back what the run
+/// changed; no output is left half-written.
+#[test]
+fn a_second_ctrl_c_exits_at_once_and_still_restores() {
+    let Some(disable) = cpu0_deepest_disable().filter(|_| is_root()) else {
+        eprintln!("skipped: needs root and a CPU 0 with two cpuidle states or more");
+        return;
+    };
+    if read_trim(&disable) != "0" {
+        eprintln!("skipped: CPU 0's deepest idle state is already disabled");
+        return;
+    }
+    let _live = live();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let j = dir.path().join("t.json");
+    let child = punctual()
+        .args(["timer", "--cpus", "0", "--duration", "60s"])
+        .args(["--deepest-idle-state", "0", "--json"])
+        .arg(&j)
+        .env("PUNCTUAL_RUN_DIR", &run)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(10, "the deepest idle state was never disabled", || {
+        read_trim(&disable) == "1"
+    });
+    let pid = child.id().to_string();
+    let t0 = Instant::now();
+    for _ in 0..2 {
+        assert!(Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "exits at once");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted again: putting back"), "{err}");
+    assert_eq!(read_trim(&disable), "0", "put back: {err}");
+    assert_eq!(
+        std::fs::read_dir(&run).unwrap().count(),
+        0,
+        "no journal left"
+    );
+    if j.exists() {
+        read_json(&j); // complete, or not there at all
+    }
+}
+
+/// Settings no probe can honour are refused with one sentence.
+#[test]
+fn degenerate_durations_and_intervals_are_refused() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["timer", "--duration", "1ns"],
+            "shorter than one --interval",
+        ),
+        (
+            &["timer", "--interval", "1ns"],
+            "below what a timer wake-up can deliver",
+        ),
+        (&["noise", "--duration", "1ns"], "too short to poll"),
+    ];
+    for (args, says) in cases {
+        let out = punctual().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -73,7 +73,17 @@ fn read_replay(path: &Path) -> Result<Replay, CliError> {
     Ok(Replay::new(REPLAY_STEP, gaps))
 }
 
+/// Shorter runs hold too few loop steps to tell a stolen gap from the
+/// loop's own cost.
+const MIN_DURATION: Nanos = Nanos(1_000_000);
+
 fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
+    if args.duration < MIN_DURATION {
+        return Err(CliError::usage(format!(
+            "--duration {} is too short to poll; give at least {MIN_DURATION}",
+            args.duration
+        )));
+    }
     if args.policy == PolicyArg::Deadline {
         return Err(CliError::usage(
             "--policy deadline does not fit a busy loop (its budget would throttle it); use fifo, rr or other",

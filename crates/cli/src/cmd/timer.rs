@@ -61,7 +61,23 @@ pub struct Args {
     pub replay: Option<PathBuf>,
 }
 
+/// Below this a period is not something the kernel's timers deliver: the
+/// thread would spin through missed periods for the whole run.
+const MIN_INTERVAL: Nanos = Nanos(10_000);
+
 fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
+    if args.interval < MIN_INTERVAL {
+        return Err(CliError::usage(format!(
+            "--interval {} is below what a timer wake-up can deliver here (each costs microseconds); give at least {MIN_INTERVAL}",
+            args.interval
+        )));
+    }
+    if args.duration < args.interval {
+        return Err(CliError::usage(format!(
+            "--duration {} is shorter than one --interval ({}): no wake-up would be measured",
+            args.duration, args.interval
+        )));
+    }
     let policy = opts::policy(args.policy, args.priority, args.interval)?;
     opts::check_max_spikes(args.common.max_spikes)?;
     Ok(TimerConfig {
