@@ -667,3 +667,23 @@ fn degenerate_durations_and_intervals_are_refused() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// `sysinfo` keeps standard output for the facts; its warnings go to
+/// standard error, as every verb's do.
+#[test]
+fn sysinfo_warnings_go_to_standard_error() {
+    let out = punctual().arg("sysinfo").output().unwrap();
+    assert!(out.status.success());
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(so.contains("clocksource"), "{so}");
+    assert!(!so.contains("warnings:"), "{so}");
+    assert!(!so.contains("  [warn]") && !so.contains("  [info]"), "{so}");
+    if se.contains("warnings:") {
+        assert!(se.contains("  ["), "{se}");
+    } else {
+        eprintln!("this machine gave no warning; only standard output was checked");
+    }
+}

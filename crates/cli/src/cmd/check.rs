@@ -319,9 +319,10 @@ pub fn run(args: Args) -> CliResult {
     println!("\n== summary");
     print!("{}", probe::check_summary(&rec));
     print_verdicts(&mut rec, timer_elapsed);
+    // Warnings on standard error, as every verb puts them.
     if !rec.warnings.is_empty() {
-        println!("\n== what may hurt, and what to change");
-        print!("{}", probe::warnings_text(&rec));
+        eprintln!("\n== what may hurt, and what to change");
+        eprint!("{}", probe::warnings_text(&rec));
     }
     write_json(&rec, &args.json)?;
     gates.enforce(&rec)

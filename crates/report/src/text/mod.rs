@@ -47,7 +47,7 @@ pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
         "cause" => out.push_str(&cause_verb(rec, 10, 10)),
         "sysinfo" => {
             out.push_str(&platform::platform_text(&rec.platform, false));
-            out.push_str(&probe::warnings_block(rec));
+            warnings.push_str(&probe::warnings_block(rec));
         }
         "load" => out.push_str(&load::reports(&rec.load)),
         other => {
