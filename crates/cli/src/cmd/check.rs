@@ -28,7 +28,7 @@ use crate::output::{write_json, Terminal};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual check\n  punctual check --duration 20s --cpus 1 --json check.json\n  punctual check --load disk:direct,irq-cpu=1 --cause"
+    after_help = "Examples:\n  punctual check\n  punctual check --duration 20s --cpus 1 --json check.json\n  punctual check --load disk:direct,irq-cpu=1 --cause\n  punctual check --duration 20s --fail-on-verdict misses --json check.json"
 )]
 pub struct Args {
     /// Total time: the first half measures wake-up latency, the second

@@ -14,7 +14,7 @@ use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual noise --duration 10s\n  punctual noise --cpus 1 --policy other --json n.json\n  punctual noise --cpus 1 --load disk:direct,irq-cpu=1 --cause"
+    after_help = "Examples:\n  punctual noise --duration 10s\n  punctual noise --cpus 1 --policy other --json n.json\n  punctual noise --cpus 1 --load disk:direct,irq-cpu=1 --cause\n  punctual noise --cpus 1 --stop-at 100us --cause --json n.json"
 )]
 pub struct Args {
     /// CPUs to poll: `0`, `0,1`, `0-3` or `all`.

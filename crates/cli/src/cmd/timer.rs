@@ -14,7 +14,7 @@ use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause"
+    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause\n  punctual timer --cpus 1 --stop-at 500us --cause --on-threshold 'echo $PUNCTUAL_VALUE_NS ns on CPU $PUNCTUAL_CPU'\n  punctual timer --duration 60s --samples t.samples --fail-if 'p99 > 200us'"
 )]
 pub struct Args {
     /// CPUs to measure: `0`, `0,1`, `0-3` or `all`.
