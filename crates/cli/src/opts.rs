@@ -231,9 +231,41 @@ pub struct StopArgs {
     /// PUNCTUAL_KIND (timer or noise).
     #[arg(long, value_name = "CMD", requires = "stop_at")]
     pub on_threshold: Option<String>,
+    /// With --stop-at: write the last second before the event as a
+    /// Perfetto trace (Chrome trace-event JSON, as `report --format
+    /// perfetto`): the spikes on each CPU's track, with --cause what
+    /// filled each. Written only when the threshold was crossed.
+    #[arg(long, value_name = "FILE", requires = "stop_at")]
+    pub stop_trace: Option<PathBuf>,
 }
 
+/// How far before the stopping event `--stop-trace` reaches.
+pub const STOP_TRACE_WINDOW: Nanos = Nanos(1_000_000_000);
+
 impl StopArgs {
+    /// Writes `--stop-trace` when the run stopped at its threshold.
+    pub fn write_trace(&self, rec: &punctual_record::Record) -> Result<(), CliError> {
+        let (Some(p), Some(e)) = (&self.stop_trace, rec.extra.get("stopped_at")) else {
+            return Ok(());
+        };
+        let at = e.get("at_ns").and_then(|v| v.as_u64()).unwrap_or(0);
+        let from = at.saturating_sub(STOP_TRACE_WINDOW.0);
+        let mut window = rec.clone();
+        window
+            .spikes
+            .retain(|s| s.at_ns.0 >= from && s.at_ns.0 <= at);
+        let bytes = punctual_report::perfetto::render(&[punctual_report::Input::new(
+            rec.kind.clone(),
+            window,
+        )]);
+        crate::output::write_bytes("--stop-trace", p, &bytes)?;
+        eprintln!(
+            "trace of the second before the event written to {}",
+            p.display()
+        );
+        Ok(())
+    }
+
     /// Runs `--on-threshold` when the run stopped at its threshold; its
     /// failure is a warning (the measurement stands).
     pub fn on_threshold(&self, rec: &punctual_record::Record) {

@@ -389,6 +389,7 @@ fn stop_at_ends_the_run_at_the_event_and_hands_it_to_a_command() {
     std::fs::write(&f, text).unwrap();
     let env = dir.path().join("env.txt");
     let j = dir.path().join("t.json");
+    let trace = dir.path().join("stop.perfetto.json");
     let out = punctual()
         .args(["timer", "--cpus", "0", "--interval", "1ms", "--replay"])
         .arg(&f)
@@ -399,11 +400,22 @@ fn stop_at_ends_the_run_at_the_event_and_hands_it_to_a_command() {
         ))
         .arg("--json")
         .arg(&j)
+        .arg("--stop-trace")
+        .arg(&trace)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let v = read_json(&j);
     assert_eq!(v["series"][0]["count"], 5, "nothing after the event");
+    // The Perfetto trace of the second before: the event is its last slice.
+    let t = read_json(&trace);
+    let slices: Vec<&serde_json::Value> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .collect();
+    assert_eq!(slices.last().unwrap()["args"]["value_ns"], 600_000, "{t}");
     let e = &v["extra"]["stopped_at"];
     assert_eq!(e["value_ns"], 600_000);
     assert_eq!(e["cpu"], 0);
@@ -428,6 +440,16 @@ fn stop_at_ends_the_run_at_the_event_and_hands_it_to_a_command() {
         .unwrap();
     assert!(out.status.success());
     assert!(!String::from_utf8_lossy(&out.stdout).contains("stopped at"));
+    std::fs::remove_file(&trace).unwrap();
+    let out = punctual()
+        .args(["timer", "--cpus", "0", "--replay"])
+        .arg(&f)
+        .args(["--stop-at", "1ms", "--stop-trace"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!trace.exists(), "no event, no trace");
     let out = punctual()
         .args(["timer", "--on-threshold", "true"])
         .output()

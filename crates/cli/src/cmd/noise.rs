@@ -113,6 +113,7 @@ pub fn run(args: Args) -> CliResult {
         ));
     }
     opts::check_output("--json", &args.common.json)?;
+    opts::check_output("--stop-trace", &args.stop.stop_trace)?;
     let replay = match &args.replay {
         Some(p) => Some(read_replay(p)?),
         None => None,
@@ -127,6 +128,7 @@ pub fn run(args: Args) -> CliResult {
         args.replay.as_deref(),
     )?;
     args.stop.on_threshold(&rec);
+    args.stop.write_trace(&rec)?;
     args.raw.write(sink.as_deref(), &mut rec)?;
     write_json(&rec, &args.common.json)?;
     gates.enforce(&rec)

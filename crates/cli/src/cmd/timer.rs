@@ -98,6 +98,7 @@ pub fn run(args: Args) -> CliResult {
     let cfg = timer_config(&args)?;
     let gates = args.gates.parse()?;
     opts::check_output("--json", &args.common.json)?;
+    opts::check_output("--stop-trace", &args.stop.stop_trace)?;
     opts::check_output("--hist", &args.hist)?;
     let replay = match &args.replay {
         Some(p) => Some(opts::read_replay(p, "a latency in ns", |l| {
@@ -115,6 +116,7 @@ pub fn run(args: Args) -> CliResult {
         args.replay.as_deref(),
     )?;
     args.stop.on_threshold(&rec);
+    args.stop.write_trace(&rec)?;
     args.raw.write(sink.as_deref(), &mut rec)?;
     write_json(&rec, &args.common.json)?;
     if let Some(p) = &args.hist {
