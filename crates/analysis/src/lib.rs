@@ -11,6 +11,7 @@ pub mod advise;
 pub mod buffer;
 pub mod compare;
 pub mod forecast;
+pub mod gate;
 pub mod gpd;
 pub mod model;
 pub mod periodic;

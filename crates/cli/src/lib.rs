@@ -3,7 +3,9 @@
 
 pub mod cmd;
 pub mod error;
+pub mod gates;
 pub mod interrupt;
+pub mod junit;
 pub mod opts;
 pub mod output;
 pub mod stale;

@@ -144,6 +144,233 @@ impl CauseArgs {
     }
 }
 
+/// `--dma-latency`, `--deepest-idle-state` on the probe verbs (`timer`,
+/// `noise`, `check`): the C-states held while the probe runs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CStateArgs {
+    /// Hold /dev/cpu_dma_latency at this many microseconds while the probe
+    /// runs, so no CPU enters an idle state whose exit latency is longer.
+    /// The default, 0, is what cyclictest does unless told otherwise, so
+    /// the figures compare with the ones people quote; `off` leaves the
+    /// C-states free (wake-ups from idle then include the exit latency).
+    /// Needs root; without it one warning says what the numbers mean.
+    #[arg(long, value_name = "US", default_value = "0", value_parser = dma_latency)]
+    pub dma_latency: DmaLatency,
+    /// Disable the measured CPUs' cpuidle states deeper than N for the run
+    /// (0 leaves only the shallowest, usually polling), put back on every
+    /// exit through the restore journal.
+    #[arg(long, value_name = "N")]
+    pub deepest_idle_state: Option<u32>,
+}
+
+/// `--dma-latency`: microseconds to hold, or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaLatency(pub Option<u32>);
+
+/// clap value parser for `--dma-latency`: whole microseconds (`0`, `10`,
+/// `10us`) or `off`.
+pub fn dma_latency(s: &str) -> Result<DmaLatency, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("off") {
+        return Ok(DmaLatency(None));
+    }
+    let digits = t.strip_suffix("us").unwrap_or(t);
+    digits
+        .parse::<u32>()
+        .ok()
+        .filter(|v| *v <= i32::MAX as u32)
+        .map(|v| DmaLatency(Some(v)))
+        .ok_or_else(|| {
+            format!("'{s}' is not a latency in whole microseconds (use e.g. 0, 10us) or 'off'")
+        })
+}
+
+impl CStateArgs {
+    pub fn request(&self) -> punctual_live::cstate::CStateRequest {
+        punctual_live::cstate::CStateRequest {
+            dma_latency_us: self.dma_latency.0,
+            deepest_idle_state: self.deepest_idle_state,
+        }
+    }
+}
+
+/// Holds the C-states `args` ask for on `cpus` for the life of the
+/// returned value (a live run only: a replayed feed runs on a virtual
+/// clock that no idle state can delay).
+pub fn hold_c_states(args: &CStateArgs, cpus: &[u32]) -> punctual_live::cstate::CStateHold {
+    punctual_live::cstate::CStateHold::hold(args.request(), cpus)
+}
+
+/// Writes what `hold` held into the record (`config.c_states`) with one
+/// warning per request that could not be met.
+pub fn note_c_states(rec: &mut punctual_record::Record, hold: &punctual_live::cstate::CStateHold) {
+    rec.set_config("c_states", hold.config());
+    for message in hold.warnings() {
+        let w = punctual_record::Warning::Other { message };
+        if !rec.warnings.contains(&w) {
+            rec.warnings.push(w);
+        }
+    }
+}
+
+/// `--stop-at`, `--on-threshold` on `timer` and `noise` (cyclictest `-b`,
+/// rtla `-a`/`-T`): stop at the first sample over a threshold and keep
+/// the evidence.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct StopArgs {
+    /// Stop every CPU's probe at the first wake-up later than this (timer)
+    /// or stolen gap longer than this (noise); the record keeps the event
+    /// (`extra.stopped_at`) and, with --cause, what filled it. Exit status
+    /// stays 0: gate on it with --fail-if.
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub stop_at: Option<Nanos>,
+    /// With --stop-at: run this shell command when the threshold is
+    /// crossed, with the event in its environment: PUNCTUAL_VALUE_NS,
+    /// PUNCTUAL_CPU, PUNCTUAL_AT_NS (from the run's start),
+    /// PUNCTUAL_MONO_NS (CLOCK_MONOTONIC), PUNCTUAL_THRESHOLD_NS,
+    /// PUNCTUAL_KIND (timer or noise).
+    #[arg(long, value_name = "CMD", requires = "stop_at")]
+    pub on_threshold: Option<String>,
+    /// With --stop-at: write the last second before the event as a
+    /// Perfetto trace (Chrome trace-event JSON, as `report --format
+    /// perfetto`): the spikes on each CPU's track, with --cause what
+    /// filled each. Written only when the threshold was crossed.
+    #[arg(long, value_name = "FILE", requires = "stop_at")]
+    pub stop_trace: Option<PathBuf>,
+}
+
+/// How far before the stopping event `--stop-trace` reaches.
+pub const STOP_TRACE_WINDOW: Nanos = Nanos(1_000_000_000);
+
+impl StopArgs {
+    /// Writes `--stop-trace` when the run stopped at its threshold.
+    pub fn write_trace(&self, rec: &punctual_record::Record) -> Result<(), CliError> {
+        let (Some(p), Some(e)) = (&self.stop_trace, rec.extra.get("stopped_at")) else {
+            return Ok(());
+        };
+        let at = e.get("at_ns").and_then(|v| v.as_u64()).unwrap_or(0);
+        let from = at.saturating_sub(STOP_TRACE_WINDOW.0);
+        let mut window = rec.clone();
+        window
+            .spikes
+            .retain(|s| s.at_ns.0 >= from && s.at_ns.0 <= at);
+        let bytes = punctual_report::perfetto::render(&[punctual_report::Input::new(
+            rec.kind.clone(),
+            window,
+        )]);
+        crate::output::write_bytes("--stop-trace", p, &bytes)?;
+        eprintln!(
+            "trace of the second before the event written to {}",
+            p.display()
+        );
+        Ok(())
+    }
+
+    /// Runs `--on-threshold` when the run stopped at its threshold; its
+    /// failure is a warning (the measurement stands).
+    pub fn on_threshold(&self, rec: &punctual_record::Record) {
+        let (Some(cmd), Some(e)) = (&self.on_threshold, rec.extra.get("stopped_at")) else {
+            return;
+        };
+        let num = |k: &str| e.get(k).and_then(|v| v.as_u64()).unwrap_or(0).to_string();
+        let status = std::process::Command::new("/bin/sh")
+            .args(["-c", cmd])
+            .env("PUNCTUAL_VALUE_NS", num("value_ns"))
+            .env("PUNCTUAL_CPU", num("cpu"))
+            .env("PUNCTUAL_AT_NS", num("at_ns"))
+            .env("PUNCTUAL_MONO_NS", num("mono_ns"))
+            .env("PUNCTUAL_THRESHOLD_NS", num("threshold_ns"))
+            .env("PUNCTUAL_KIND", &rec.kind)
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            Ok(s) => eprintln!("punctual: --on-threshold '{cmd}' ended with {s}"),
+            Err(e) => eprintln!("punctual: --on-threshold '{cmd}' could not run: {e}"),
+        }
+    }
+}
+
+/// `--samples`, `--samples-max` on `timer` and `noise`: every sample,
+/// raw (cyclictest `-v`), in the binary format of docs/record-format.md.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SampleArgs {
+    /// Write every sample here (timer: each wake-up's latency; noise: each
+    /// stolen gap), binary: a 32-byte header, then 24 bytes per sample
+    /// (docs/record-format.md, "Raw samples").
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<PathBuf>,
+    /// Most samples --samples keeps, over all CPUs (16 bytes of memory
+    /// each while the run goes on, allocated before it starts); later ones
+    /// are counted in the record, not kept. 1,000,000 is 8 minutes of two
+    /// CPUs at 1 kHz.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1_000_000,
+        requires = "samples"
+    )]
+    pub samples_max: usize,
+}
+
+impl SampleArgs {
+    /// The sink the probe threads fill, when `--samples` asks for one;
+    /// `--samples-max 0` and an unwritable path are refused before the run.
+    pub fn sink(
+        &self,
+        kind: punctual_live::samples::SampleKind,
+    ) -> Result<Option<std::sync::Arc<punctual_live::samples::SampleSink>>, CliError> {
+        let Some(p) = &self.samples else {
+            return Ok(None);
+        };
+        if self.samples_max == 0 {
+            return Err(CliError::usage(
+                "--samples-max 0 keeps no sample; give at least 1",
+            ));
+        }
+        check_output_path("--samples", p)?;
+        Ok(Some(std::sync::Arc::new(
+            punctual_live::samples::SampleSink::new(kind, self.samples_max),
+        )))
+    }
+
+    /// Writes what `sink` kept to `--samples` and says so in the record
+    /// (`config.samples`) and on standard error.
+    pub fn write(
+        &self,
+        sink: Option<&punctual_live::samples::SampleSink>,
+        rec: &mut punctual_record::Record,
+    ) -> Result<(), CliError> {
+        let (Some(p), Some(sink)) = (&self.samples, sink) else {
+            return Ok(());
+        };
+        let kept = sink.take();
+        let origin = rec.started_mono_ns.unwrap_or_default();
+        punctual_live::samples::write_file(p, sink.kind, origin, &kept).map_err(|e| {
+            CliError::runtime(format!("cannot write --samples {}: {e}", p.display()))
+        })?;
+        rec.set_config(
+            "samples",
+            serde_json::json!({
+                "path": p.display().to_string(),
+                "written": kept.len(),
+                "dropped": sink.dropped(),
+                "max": sink.max,
+            }),
+        );
+        eprintln!(
+            "{} samples written to {}{}",
+            kept.len(),
+            p.display(),
+            if sink.dropped() > 0 {
+                format!(" ({} more past --samples-max, not kept)", sink.dropped())
+            } else {
+                String::new()
+            }
+        );
+        Ok(())
+    }
+}
+
 /// `--load` text into specs, refused with one sentence (status 2) before
 /// anything starts; interrupt routing a killed earlier run left behind is
 /// restored first, and said.

@@ -11,11 +11,13 @@
 //! tested on replayed or scripted input without root.
 
 pub mod clock;
+pub mod cstate;
 pub mod inject;
 pub mod noise;
 pub mod procstat;
 pub mod restore;
 pub mod rt;
+pub mod samples;
 pub mod setup;
 pub mod spikes;
 pub mod sysinfo;

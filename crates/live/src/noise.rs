@@ -284,6 +284,9 @@ pub struct LoopStats {
     /// The counter's value at the loop's time zero (gap times count from
     /// it), to place them on CLOCK_MONOTONIC (see [`clock_pair`]).
     pub first_read: u64,
+    /// The gap over `--stop-at` that ended the loop: (start from the
+    /// loop's time zero, length).
+    pub stopped: Option<(Nanos, Nanos)>,
 }
 
 /// Parameters of [`poll`], in counter ticks where the hot loop needs them.
@@ -307,6 +310,22 @@ pub fn poll<C: Counter>(
     proc_: &mut GapProcessor,
     progress_max: Option<&AtomicU64>,
 ) -> LoopStats {
+    poll_halting(c, params, stop, None, proc_, progress_max)
+}
+
+/// [`poll`] that also ends at the first gap longer than `halt.1` (setting
+/// `halt.0`, so the other CPUs' loops end too), and when `halt.0` is set.
+pub fn poll_halting<C: Counter>(
+    c: &mut C,
+    params: &PollParams,
+    stop: &AtomicBool,
+    halt: Option<(&AtomicBool, Nanos)>,
+    proc_: &mut GapProcessor,
+    progress_max: Option<&AtomicU64>,
+) -> LoopStats {
+    let no_halt = AtomicBool::new(false);
+    let (halt, stop_at) = halt.unwrap_or((&no_halt, Nanos::MAX));
+    let mut stopped = None;
     let scale = params.scale;
     let thr = scale.to_ticks(params.threshold).max(1);
     let dur = scale.to_ticks(params.duration);
@@ -331,6 +350,12 @@ pub fn poll<C: Counter>(
             if let Some(m) = progress_max {
                 m.fetch_max(len.0, Ordering::Relaxed);
             }
+            if len > stop_at {
+                stopped = Some((at, len));
+                halt.store(true, Ordering::Relaxed);
+                prev = t;
+                break;
+            }
         } else if d < min_step {
             min_step = d;
         }
@@ -340,7 +365,7 @@ pub fn poll<C: Counter>(
             break;
         }
         if iters & 0xFFF == 0 {
-            if stop.load(Ordering::Relaxed) {
+            if stop.load(Ordering::Relaxed) || halt.load(Ordering::Relaxed) {
                 break;
             }
             if t >= next_pause {
@@ -363,6 +388,7 @@ pub fn poll<C: Counter>(
         },
         paused: scale.to_ns(paused_ticks),
         first_read: start,
+        stopped,
     }
 }
 
@@ -420,6 +446,11 @@ pub struct NoiseConfig {
     /// (docs/forecast.md §3.4). None: only the automatic pause
     /// ([`needs_self_pause`]) when throttling is off.
     pub stretch: Option<(Nanos, Nanos)>,
+    /// `--stop-at`: end the run on every CPU at the first stolen gap
+    /// longer than this (rtla osnoise `-a`), keeping what led to it.
+    pub stop_at: Option<Nanos>,
+    /// `--samples`: where every stolen gap goes (None: nowhere).
+    pub samples: Option<Arc<crate::samples::SampleSink>>,
 }
 
 /// Stretches that keep a SCHED_FIFO loop under the default RT throttling
@@ -461,6 +492,9 @@ pub struct NoiseOutcome {
     /// the kernel's accounting, read over the whole run, is prorated to
     /// the polled time when the record is filled.
     pub stretched: bool,
+    /// `--stop-at` of the run (the event is in each result's
+    /// `stats.stopped`).
+    pub stop_at: Option<Nanos>,
 }
 
 /// Reads `/proc/sys/kernel/sched_rt_runtime_us` (−1: RT throttling off).
@@ -499,8 +533,10 @@ where
     let locked = cfg.lock_memory && lock_memory_or_warn(setup.as_ref(), &warnings);
     let make = Arc::new(make);
     let origin = now(ClockId::Monotonic);
+    let halt = Arc::new(AtomicBool::new(false));
     let mut handles = Vec::new();
     for (idx, &cpu) in cfg.cpus.iter().enumerate() {
+        let halt = Arc::clone(&halt);
         let (setup, w2, stop, progress, cfg2, make) = (
             Arc::clone(&setup),
             Arc::clone(&warnings),
@@ -521,7 +557,13 @@ where
                     threshold,
                     SpikeLog::new(Metric::Gap, threshold, cfg2.max_spikes),
                 )
-                .with_gap_log(gap_log);
+                .with_gap_log(
+                    gap_log.max(
+                        cfg2.samples
+                            .as_ref()
+                            .map_or(0, |s| s.share(cfg2.cpus.len())),
+                    ),
+                );
                 let params = PollParams {
                     scale,
                     threshold,
@@ -533,7 +575,14 @@ where
                 // run's (and a tracer's) timeline, and measure the loop's
                 // span on the clock, to correct the times' scale.
                 let before = clock_pair(&mut c);
-                let mut stats = poll(&mut c, &params, &stop, &mut p, progress.max_ns.get(idx));
+                let mut stats = poll_halting(
+                    &mut c,
+                    &params,
+                    &stop,
+                    cfg2.stop_at.map(|t| (&*halt, t)),
+                    &mut p,
+                    progress.max_ns.get(idx),
+                );
                 let after = clock_pair(&mut c);
                 let zero = before.1 + scale.to_ns(stats.first_read.saturating_sub(before.0));
                 let offset = zero.saturating_sub(origin);
@@ -542,6 +591,20 @@ where
                     after.1.saturating_sub(before.1),
                 );
                 stats.min_step = stats.min_step.min(min_step).max(Nanos(1));
+                if let Some(sink) = &cfg2.samples {
+                    let kept: Vec<crate::samples::Sample> = p
+                        .gap_log()
+                        .iter()
+                        .take(sink.share(cfg2.cpus.len()))
+                        .map(|&(at, len)| crate::samples::Sample {
+                            at: at + offset,
+                            value: len,
+                            cpu,
+                        })
+                        .collect();
+                    let over = (p.gap_log().len() - kept.len()) as u64 + p.gap_log_dropped();
+                    sink.add(&kept, over);
+                }
                 drop(guard);
                 (
                     NoiseCpuResult {
@@ -621,6 +684,7 @@ where
         kernel: Vec::new(),
         pause: cfg.stretch,
         stretched: cfg.stretch.is_some(),
+        stop_at: cfg.stop_at,
     }
 }
 
@@ -705,6 +769,7 @@ pub fn run_logging_gaps(
         kernel,
         pause,
         stretched: cfg.stretch.is_some(),
+        stop_at: cfg.stop_at,
     }
 }
 
@@ -712,6 +777,21 @@ impl NoiseOutcome {
     /// Adds this run's stolen entries, gap series, spikes and warnings to a
     /// record.
     pub fn fill(self, rec: &mut punctual_record::Record, max_spikes: usize) {
+        let first = crate::timer::first_event(self.per_cpu.iter().map(|r| {
+            let e = r
+                .stats
+                .stopped
+                .map(|(at, len)| crate::timer::ThresholdEvent {
+                    cpu: r.cpu,
+                    value: len,
+                    at,
+                });
+            (e, r.offset)
+        }));
+        if let (Some(e), Some(t)) = (first, self.stop_at) {
+            rec.extra
+                .insert("stopped_at".into(), e.to_json(t, self.origin));
+        }
         let mut logs = Vec::new();
         let mut loop_info = serde_json::Map::new();
         for r in self.per_cpu {
@@ -1023,6 +1103,8 @@ mod tests {
                 lock_memory: false,
                 // Never reached in 10 ms of virtual time: no real sleep.
                 stretch: stretched.then_some((Nanos::from_secs(3600), Nanos(1))),
+                stop_at: None,
+                samples: None,
             };
             let mut out = run_with(
                 &cfg,
@@ -1118,6 +1200,8 @@ mod tests {
             max_spikes: 100,
             lock_memory: false,
             stretch: None,
+            stop_at: None,
+            samples: None,
         };
         // Two seconds of virtual time, 80 million reads per CPU: a 1.5 us
         // gap every 1000 reads and a 30 us one every 100 000.

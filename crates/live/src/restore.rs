@@ -580,6 +580,36 @@ impl CleanupReport {
     }
 }
 
+/// Undoes this process's own journals in `dir`, newest change first: what
+/// a second Ctrl-C does before it exits, without waiting for the run's
+/// guards. Journals fully undone are removed; the others stay for the
+/// next run.
+pub fn undo_own(dir: &Path) -> CleanupReport {
+    let mut rep = CleanupReport::default();
+    let me = std::process::id();
+    for (p, j) in read_journals(dir) {
+        let Ok(j) = j else { continue };
+        if j.pid != me {
+            continue;
+        }
+        let mut errs = Vec::new();
+        for a in j.actions.iter().rev() {
+            match undo(a, dir, j.pid) {
+                Ok(Some(said)) => rep.undone.push(said),
+                Ok(None) => {}
+                Err(e) => errs.push(e),
+            }
+        }
+        if errs.is_empty() {
+            let _ = fs::remove_file(&p);
+            rep.cleaned.push(p);
+        } else {
+            rep.problems.extend(errs);
+        }
+    }
+    rep
+}
+
 /// Undoes the journals in `dir` of runs that died without cleaning up
 /// (SIGKILL, a crash in a signal handler, OOM), newest change first, and
 /// removes `punctual-<pid>` tracing instances whose owner is gone.

@@ -119,6 +119,7 @@ impl TimerProcessor {
             latency: self.latency,
             interval: self.between,
             spikes: self.spikes,
+            stopped: None,
         }
     }
 }
@@ -271,6 +272,51 @@ pub struct TimerConfig {
     pub threshold: Nanos,
     pub max_spikes: usize,
     pub lock_memory: bool,
+    /// `--stop-at`: end the run on every CPU at the first wake-up later
+    /// than this (cyclictest `-b`, rtla `-a`), keeping what led to it.
+    pub stop_at: Option<Nanos>,
+    /// `--samples`: where every wake-up's latency goes (None: nowhere).
+    pub samples: Option<Arc<crate::samples::SampleSink>>,
+}
+
+/// The sample that ended a run over its `--stop-at` threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThresholdEvent {
+    pub cpu: u32,
+    /// The wake-up latency (timer) or stolen gap (noise).
+    pub value: Nanos,
+    /// When it happened: on the thread's own time zero in a per-CPU
+    /// result, on the run's in an outcome.
+    pub at: Nanos,
+}
+
+impl ThresholdEvent {
+    /// The record's `extra["stopped_at"]`: the event, the threshold and
+    /// the CLOCK_MONOTONIC time of the event (to find it in a trace).
+    pub fn to_json(&self, threshold: Nanos, origin: Nanos) -> serde_json::Value {
+        serde_json::json!({
+            "cpu": self.cpu,
+            "value_ns": self.value.0,
+            "at_ns": self.at.0,
+            "mono_ns": (origin + self.at).0,
+            "threshold_ns": threshold.0,
+        })
+    }
+}
+
+/// The earliest of the CPUs' events, each shifted by its thread's offset
+/// onto the run's time zero.
+pub fn first_event(
+    events: impl Iterator<Item = (Option<ThresholdEvent>, Nanos)>,
+) -> Option<ThresholdEvent> {
+    events
+        .filter_map(|(e, off)| {
+            e.map(|e| ThresholdEvent {
+                at: e.at + off,
+                ..e
+            })
+        })
+        .min_by_key(|e| e.at)
 }
 
 /// Live figures the CLI shows while a run goes on.
@@ -310,6 +356,8 @@ pub struct TimerCpuResult {
     pub latency: Recorder,
     pub interval: Recorder,
     pub spikes: SpikeLog,
+    /// The wake-up over `--stop-at` that ended this thread's run.
+    pub stopped: Option<ThresholdEvent>,
 }
 
 #[derive(Debug)]
@@ -322,21 +370,28 @@ pub struct TimerOutcome {
     pub elapsed: Nanos,
     pub interrupted: bool,
     pub realtime: bool,
+    /// The first wake-up over `--stop-at`, on the run's time zero.
+    pub stopped: Option<ThresholdEvent>,
+    pub stop_at: Option<Nanos>,
 }
 
 fn r_start_offset(r: &TimerCpuResult, origin: Nanos) -> Nanos {
     r.start.saturating_sub(origin)
 }
 
-/// Runs one CPU's measuring loop on the calling thread.
+/// Runs one CPU's measuring loop on the calling thread, until the end,
+/// `stop`, or `halt` (set here by the first wake-up over `cfg.stop_at`,
+/// which is returned, and then seen by every other CPU's loop).
 pub fn run_one<S: WakeSource>(
     src: &mut S,
     cpu: u32,
     idx: usize,
     cfg: &TimerConfig,
-    stop: &AtomicBool,
+    (stop, halt): (&AtomicBool, &AtomicBool),
     progress: &Progress,
-) -> (TimerProcessor, Nanos) {
+    samples: &mut crate::samples::SampleBuf,
+) -> (TimerProcessor, Nanos, Option<ThresholdEvent>) {
+    let keep_samples = cfg.samples.is_some();
     let start = src.now();
     let end = start + cfg.duration;
     let log = SpikeLog::new(Metric::Latency, cfg.threshold, cfg.max_spikes);
@@ -348,21 +403,39 @@ pub fn run_one<S: WakeSource>(
     // cache line shared with the other CPUs' probes into the measured path.
     let mut local_max = Nanos::ZERO;
     let shared_max = progress.max_ns.get(idx);
-    while expected <= end && !stop.load(Ordering::Relaxed) {
+    let stop_at = cfg.stop_at.unwrap_or(Nanos::MAX);
+    let mut stopped = None;
+    while expected <= end && !stop.load(Ordering::Relaxed) && !halt.load(Ordering::Relaxed) {
         let Some(actual) = src.wait_until(expected) else {
             break;
         };
         last = actual;
         let lat = actual.saturating_sub(expected);
         expected = p.on_wakeup(expected, actual);
+        if keep_samples {
+            samples.push(crate::samples::Sample {
+                at: actual.saturating_sub(start),
+                value: lat,
+                cpu,
+            });
+        }
         if lat > local_max {
             local_max = lat;
             if let Some(m) = shared_max {
                 m.fetch_max(lat.0, Ordering::Relaxed);
             }
+            if lat > stop_at {
+                stopped = Some(ThresholdEvent {
+                    cpu,
+                    value: lat,
+                    at: actual.saturating_sub(start),
+                });
+                halt.store(true, Ordering::Relaxed);
+                break;
+            }
         }
     }
-    (p, last - start)
+    (p, last - start, stopped)
 }
 
 /// Runs the probe on every configured CPU with a source made per thread.
@@ -381,8 +454,10 @@ where
     let locked = cfg.lock_memory && lock_memory_or_warn(setup.as_ref(), &warnings);
     let make_source = Arc::new(make_source);
     let t0 = mono();
+    let halt = Arc::new(AtomicBool::new(false));
     let mut handles = Vec::new();
     for (idx, &cpu) in cfg.cpus.iter().enumerate() {
+        let halt = Arc::clone(&halt);
         let (setup, w2, stop, progress, cfg2, make) = (
             Arc::clone(&setup),
             Arc::clone(&warnings),
@@ -395,11 +470,25 @@ where
             .name(format!("punctual-t{cpu}"))
             .spawn(move || {
                 let (guard, rt_ok) = prepare_thread(setup.as_ref(), cpu, cfg2.policy, &w2);
+                let mut buf =
+                    crate::samples::SampleBuf::for_sink(cfg2.samples.as_deref(), cfg2.cpus.len());
                 let res = match make(cpu) {
                     Ok(mut src) => {
-                        let (p, el) = run_one(&mut src, cpu, idx, &cfg2, &stop, &progress);
+                        let (p, el, stopped) = run_one(
+                            &mut src,
+                            cpu,
+                            idx,
+                            &cfg2,
+                            (&stop, &halt),
+                            &progress,
+                            &mut buf,
+                        );
                         let mut r = p.into_result();
+                        r.stopped = stopped;
                         r.offset = r_start_offset(&r, t0);
+                        if let Some(sink) = &cfg2.samples {
+                            buf.hand_to(sink, r.offset);
+                        }
                         r.tid = crate::rt::gettid();
                         Some((r, el))
                     }
@@ -444,6 +533,7 @@ where
         elapsed = mono() - t0;
     }
     let interrupted = stop.load(Ordering::Relaxed);
+    let stopped = first_event(per_cpu.iter().map(|r| (r.stopped, r.offset)));
     TimerOutcome {
         per_cpu,
         origin: t0,
@@ -451,6 +541,8 @@ where
         elapsed,
         interrupted,
         realtime,
+        stopped,
+        stop_at: cfg.stop_at,
     }
 }
 
@@ -466,6 +558,10 @@ pub fn run(cfg: &TimerConfig, stop: Arc<AtomicBool>, progress: Arc<Progress>) ->
 impl TimerOutcome {
     /// Adds this run's series, spikes and warnings to a record.
     pub fn fill(self, rec: &mut Record, max_spikes: usize) {
+        if let (Some(e), Some(t)) = (self.stopped, self.stop_at) {
+            rec.extra
+                .insert("stopped_at".into(), e.to_json(t, self.origin));
+        }
         let mut logs = Vec::new();
         for r in self.per_cpu {
             let mut s = r
@@ -510,6 +606,8 @@ mod tests {
             threshold: Nanos::from_us(100),
             max_spikes: 10,
             lock_memory: true,
+            stop_at: None,
+            samples: None,
         }
     }
 

@@ -65,6 +65,8 @@ fn stolen_chunk(cpu: u32, inject: bool) -> (u64, u64) {
         max_spikes: 100,
         lock_memory: false,
         stretch: None,
+        stop_at: None,
+        samples: None,
     };
     let n = inject.then(|| neighbor(cpu));
     let out = noise::run(&cfg, Arc::new(AtomicBool::new(false)), Progress::new(1));
@@ -102,6 +104,8 @@ fn delay_chunk(cpu: u32, inject: bool) -> (u64, [u64; 4]) {
         threshold: Nanos::ZERO,
         max_spikes: 10,
         lock_memory: false,
+        stop_at: None,
+        samples: None,
     };
     let n = inject.then(|| neighbor(cpu));
     let out = timer::run(&cfg, Arc::new(AtomicBool::new(false)), Progress::new(1));

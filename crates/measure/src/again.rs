@@ -299,6 +299,10 @@ impl Config<'_> {
             threshold: Nanos(self.u64(&k("threshold_ns"))?),
             max_spikes: self.u64(&k("max_spikes"))? as usize,
             lock_memory: self.bool(&k("mlock"))?,
+            // A second run measures like the first; it neither stops at a
+            // threshold nor writes raw samples.
+            stop_at: None,
+            samples: None,
         })
     }
 
@@ -329,6 +333,8 @@ impl Config<'_> {
             max_spikes: self.u64(&k("max_spikes"))? as usize,
             lock_memory: self.bool(&k("mlock"))?,
             stretch,
+            stop_at: None,
+            samples: None,
         })
     }
 

@@ -291,6 +291,8 @@ mod tests {
                     threshold: Nanos::ZERO,
                     max_spikes: 4,
                     lock_memory: false,
+                    stop_at: None,
+                    samples: None,
                 },
                 replay: Some(feed),
             }),

@@ -92,6 +92,8 @@ fn noise_probe(cpu: u32, dur: Nanos) -> (ProbeThread, Record, ProbeGaps) {
         max_spikes: 1000,
         lock_memory: false,
         stretch: None,
+        stop_at: None,
+        samples: None,
     };
     let out = run_logging_gaps(
         &cfg,

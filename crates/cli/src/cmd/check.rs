@@ -27,12 +27,12 @@ use punctual_report::text::{cause, load, platform, probe};
 
 use crate::error::{CliError, CliResult};
 use crate::interrupt::interrupted;
-use crate::opts::{self, CauseArgs};
+use crate::opts::{self, CStateArgs, CauseArgs};
 use crate::output::{write_json, Terminal};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual check\n  punctual check --duration 20s --cpus 1 --json check.json\n  punctual check --load disk:direct,irq-cpu=1 --cause"
+    after_help = "Examples:\n  punctual check\n  punctual check --duration 20s --cpus 1 --json check.json\n  punctual check --load disk:direct,irq-cpu=1 --cause\n  punctual check --duration 20s --fail-on-verdict misses --json check.json"
 )]
 pub struct Args {
     /// Total time: the first half measures wake-up latency, the second
@@ -77,6 +77,10 @@ pub struct Args {
     pub baseline: Option<PathBuf>,
     #[command(flatten)]
     pub cause: CauseArgs,
+    #[command(flatten)]
+    pub c_states: CStateArgs,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
 }
 
 /// --max when --until-decided is given without it.
@@ -288,6 +292,8 @@ impl Plan<'_> {
                     threshold: Nanos::ZERO,
                     max_spikes: DEFAULT_SPIKE_CAPACITY,
                     lock_memory: true,
+                    stop_at: None,
+                    samples: None,
                 },
                 replay: self.timer_replay.clone(),
             }),
@@ -305,6 +311,8 @@ impl Plan<'_> {
             // then hold only time stolen from a running thread, which the
             // verdicts charge to each compute.
             stretch: Some(UNTHROTTLED_STRETCH),
+            stop_at: None,
+            samples: None,
         };
         let noise_duration = ncfg.duration;
         let mut noise = ProbeRequest {
@@ -612,6 +620,7 @@ impl AgainstBaseline {
 
 pub fn run(args: Args) -> CliResult {
     let cpus = opts::cpus(&args.cpus)?;
+    let gates = args.gates.parse()?;
     opts::check_output("--json", &args.json)?;
     if args.duration < Nanos::from_ms(200) {
         return Err(CliError::usage(format!(
@@ -656,6 +665,9 @@ pub fn run(args: Args) -> CliResult {
         "{}",
         platform::platform_text(&punctual_live::sysinfo::collect(), false)
     );
+    // Through every round, released before the summary is printed; a
+    // replayed feed holds nothing.
+    let mut held = (!replaying).then(|| opts::hold_c_states(&args.c_states, &cpus));
     let policy = if replaying {
         "replayed"
     } else if realtime_allowed() {
@@ -742,6 +754,13 @@ pub fn run(args: Args) -> CliResult {
         print!("{}", probe::latency_table(&rec));
         print!("{}", probe::stolen_table(&rec));
     }
+    if let Some(held) = held.as_mut() {
+        for e in held.release() {
+            eprintln!("punctual: could not restore: {e}");
+        }
+        opts::note_c_states(&mut rec, held);
+    }
+    print!("{}", probe::c_states_line(&rec));
     print!("{causes}");
     println!("\n== summary");
     print!("{}", probe::check_summary(&rec));
@@ -783,10 +802,11 @@ pub fn run(args: Args) -> CliResult {
         );
     }
     if !rec.warnings.is_empty() {
-        println!("\n== what may hurt, and what to change");
-        print!("{}", probe::warnings_text(&rec));
+        eprintln!("\n== what may hurt, and what to change");
+        eprint!("{}", probe::warnings_text(&rec));
     }
-    write_json(&rec, &args.json)
+    write_json(&rec, &args.json)?;
+    gates.enforce(&rec)
 }
 
 #[cfg(test)]

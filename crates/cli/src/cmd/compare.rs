@@ -198,68 +198,48 @@ pub fn render(c: &Comparison) -> String {
     s
 }
 
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// JUnit XML: one test case per compared series; a regression is a
 /// failure whose message lists the quantiles and their intervals.
 pub fn junit(c: &Comparison, base: &std::path::Path, new: &std::path::Path) -> String {
-    let failures = c
+    let cases = c
         .series
         .iter()
-        .filter(|s| s.answer == Answer::Regressed)
-        .count();
-    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    x.push_str(&format!(
-        "<testsuites name=\"punctual compare\" tests=\"{}\" failures=\"{failures}\">\n",
-        c.series.len()
-    ));
-    x.push_str(&format!(
-        "  <testsuite name=\"{} vs {}\" tests=\"{}\" failures=\"{failures}\">\n",
-        xml_escape(&base.display().to_string()),
-        xml_escape(&new.display().to_string()),
-        c.series.len()
-    ));
-    for se in &c.series {
-        x.push_str(&format!(
-            "    <testcase classname=\"latency\" name=\"{}\">",
-            xml_escape(&se.name)
-        ));
-        let lines: Vec<String> = se
-            .quantiles
-            .iter()
-            .map(|q| {
-                let ci = q
-                    .ratio_ci
-                    .map(|(lo, hi)| format!(" (CI {} - {})", ratio_text(lo), ratio_text(hi)))
-                    .unwrap_or_default();
-                format!(
-                    "{} {} -> {}: {}{}",
-                    q.quantile,
-                    q.base_ns,
-                    q.new_ns,
-                    q.answer.as_str(),
-                    ci
-                )
-            })
-            .collect();
-        if se.answer == Answer::Regressed {
-            x.push_str(&format!(
-                "\n      <failure message=\"latency regressed\">{}</failure>\n    ",
-                xml_escape(&lines.join("\n"))
-            ));
-        } else {
-            x.push_str(&format!(
-                "\n      <system-out>{}</system-out>\n    ",
-                xml_escape(&lines.join("\n"))
-            ));
-        }
-        x.push_str("</testcase>\n");
-    }
-    x.push_str("  </testsuite>\n</testsuites>\n");
-    x
+        .map(|se| {
+            let lines: Vec<String> = se
+                .quantiles
+                .iter()
+                .map(|q| {
+                    let ci = q
+                        .ratio_ci
+                        .map(|(lo, hi)| format!(" (CI {} - {})", ratio_text(lo), ratio_text(hi)))
+                        .unwrap_or_default();
+                    format!(
+                        "{} {} -> {}: {}{}",
+                        q.quantile,
+                        q.base_ns,
+                        q.new_ns,
+                        q.answer.as_str(),
+                        ci
+                    )
+                })
+                .collect();
+            crate::junit::Case {
+                classname: "latency".into(),
+                name: se.name.clone(),
+                result: if se.answer == Answer::Regressed {
+                    crate::junit::Result::Failed("latency regressed".into())
+                } else {
+                    crate::junit::Result::Passed
+                },
+                text: lines.join("\n"),
+            }
+        })
+        .collect();
+    crate::junit::render(
+        "punctual compare",
+        &[crate::junit::Suite {
+            name: format!("{} vs {}", base.display(), new.display()),
+            cases,
+        }],
+    )
 }

@@ -9,12 +9,12 @@ use punctual_measure::Noise;
 use punctual_record::Nanos;
 
 use crate::error::{CliError, CliResult};
-use crate::opts::{self, CauseArgs, PolicyArg, ProbeArgs};
+use crate::opts::{self, CStateArgs, CauseArgs, PolicyArg, ProbeArgs};
 use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual noise --duration 10s\n  punctual noise --cpus 1 --policy other --json n.json\n  punctual noise --cpus 1 --load disk:direct,irq-cpu=1 --cause"
+    after_help = "Examples:\n  punctual noise --duration 10s\n  punctual noise --cpus 1 --policy other --json n.json\n  punctual noise --cpus 1 --load disk:direct,irq-cpu=1 --cause\n  punctual noise --cpus 1 --stop-at 100us --cause --json n.json"
 )]
 pub struct Args {
     /// CPUs to poll: `0`, `0,1`, `0-3` or `all`.
@@ -39,6 +39,14 @@ pub struct Args {
     pub common: ProbeArgs,
     #[command(flatten)]
     pub cause: CauseArgs,
+    #[command(flatten)]
+    pub c_states: CStateArgs,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
+    #[command(flatten)]
+    pub stop: opts::StopArgs,
+    #[command(flatten)]
+    pub raw: opts::SampleArgs,
     /// Replay stolen intervals (`START_NS LEN_NS`, one per line, starts
     /// from the counter's zero; the first 20 ms are the loop's warm-up)
     /// through the same pipeline on a virtual clock whose loop costs
@@ -65,7 +73,17 @@ pub(crate) fn read_replay(path: &Path) -> Result<Replay, CliError> {
     Ok(Replay::new(REPLAY_STEP, gaps))
 }
 
+/// Shorter runs hold too few loop steps to tell a stolen gap from the
+/// loop's own cost.
+const MIN_DURATION: Nanos = Nanos(1_000_000);
+
 fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
+    if args.duration < MIN_DURATION {
+        return Err(CliError::usage(format!(
+            "--duration {} is too short to poll; give at least {MIN_DURATION}",
+            args.duration
+        )));
+    }
     if args.policy == PolicyArg::Deadline {
         return Err(CliError::usage(
             "--policy deadline does not fit a busy loop (its budget would throttle it); use fifo, rr or other",
@@ -80,23 +98,38 @@ fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
         threshold: args.threshold,
         max_spikes: args.common.max_spikes,
         lock_memory: !args.common.no_mlock,
+        stop_at: args.stop.stop_at,
+        samples: args.raw.sink(punctual_live::samples::SampleKind::Gap)?,
         stretch: None,
     })
 }
 
 pub fn run(args: Args) -> CliResult {
     let cfg = noise_config(&args)?;
+    let gates = args.gates.parse()?;
+    if gates.verdict.is_some() {
+        return Err(CliError::usage(
+            "--fail-on-verdict needs wake-up latencies (timer, check); noise measures stolen time, so gate it with --fail-if",
+        ));
+    }
     opts::check_output("--json", &args.common.json)?;
+    opts::check_output("--stop-trace", &args.stop.stop_trace)?;
     let replay = match &args.replay {
         Some(p) => Some(read_replay(p)?),
         None => None,
     };
-    let rec = run_one_probe(
+    let sink = cfg.samples.clone();
+    let mut rec = run_one_probe(
         "noise",
         Arc::new(Noise { cfg, replay }),
         &args.common,
         &args.cause,
+        &args.c_states,
         args.replay.as_deref(),
     )?;
-    write_json(&rec, &args.common.json)
+    args.stop.on_threshold(&rec);
+    args.stop.write_trace(&rec)?;
+    args.raw.write(sink.as_deref(), &mut rec)?;
+    write_json(&rec, &args.common.json)?;
+    gates.enforce(&rec)
 }

@@ -29,11 +29,15 @@ pub enum Format {
     /// The terminal text the verb that made each record printed (timer,
     /// noise, cause, sysinfo, load records).
     Text,
+    /// JUnit XML for CI systems: per record, one test case per gate
+    /// (--fail-if, --fail-on-verdict) and per workload verdict (a decided
+    /// miss fails, an undecided one is skipped).
+    Junit,
 }
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual report a.json b.json --html report.html\n  punctual report run.json --format prometheus\n  punctual report run.json --format csv --csv-table spikes -o spikes.csv\n  punctual report a.json b.json --merge -o merged.json"
+    after_help = "Examples:\n  punctual report a.json b.json --html report.html\n  punctual report run.json --format prometheus\n  punctual report run.json --format csv --csv-table spikes -o spikes.csv\n  punctual report a.json b.json --merge -o merged.json\n  punctual report run.json --fail-if 'p99 > 200us' --format junit -o junit.xml"
 )]
 pub struct Args {
     /// Record files (JSON written by any punctual verb).
@@ -70,6 +74,8 @@ pub struct Args {
     /// Compute time per buffer, as a fraction of the buffer (0.25 = 25%).
     #[arg(long, default_value = "0.25")]
     pub compute_fraction: String,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
 }
 
 /// Labels records by file stem, falling back to the whole path when two
@@ -183,6 +189,7 @@ fn summary(inputs: &[Input]) -> String {
 }
 
 pub fn run(a: Args) -> CliResult {
+    let gates = a.gates.parse()?;
     let table = csv::Table::parse(&a.csv_table).ok_or_else(|| {
         CliError::usage(format!(
             "--csv-table '{}' is not a table; use buckets, periods, stolen or spikes",
@@ -253,6 +260,7 @@ pub fn run(a: Args) -> CliResult {
             Format::Prometheus => prometheus::render(&inputs),
             Format::Perfetto => perfetto::render(&inputs),
             Format::Text => text_format(&inputs)?,
+            Format::Junit => junit_format(&inputs, &gates)?,
         };
         write_out(a.output.as_deref(), &bytes)?;
         if let Some(p) = &a.output {
@@ -263,7 +271,58 @@ pub fn run(a: Args) -> CliResult {
     if !wrote {
         print!("{}", summary(&inputs));
     }
-    Ok(())
+    let mut checked = Vec::new();
+    for i in &inputs {
+        for mut c in gates.check(&i.record)? {
+            if inputs.len() > 1 {
+                c.name = format!("{}: {}", i.label, c.name);
+            }
+            checked.push(c);
+        }
+    }
+    crate::gates::enforce_checked(&checked)
+}
+
+/// JUnit XML: a suite per record, a case per gate and per verdict.
+fn junit_format(inputs: &[Input], gates: &crate::gates::Gates) -> CliResult<Vec<u8>> {
+    use crate::junit::{Case, Result as JResult, Suite};
+    use punctual_record::VerdictState;
+    let mut suites = Vec::new();
+    for i in inputs {
+        let mut cases: Vec<Case> = gates
+            .check(&i.record)?
+            .into_iter()
+            .map(|c| Case {
+                classname: "gate".into(),
+                result: if c.failed {
+                    JResult::Failed("gate failed".into())
+                } else {
+                    JResult::Passed
+                },
+                name: c.name,
+                text: c.detail,
+            })
+            .collect();
+        for v in punctual_analysis::gate::record_verdicts(&i.record) {
+            cases.push(Case {
+                classname: "verdict".into(),
+                name: v.profile.clone(),
+                result: match v.state {
+                    VerdictState::Meets => JResult::Passed,
+                    VerdictState::Misses => JResult::Failed("misses its MTTF target".into()),
+                    VerdictState::Inconclusive => {
+                        JResult::Skipped("inconclusive: measure longer".into())
+                    }
+                },
+                text: crate::gates::verdict_line(&v),
+            });
+        }
+        suites.push(Suite {
+            name: i.label.clone(),
+            cases,
+        });
+    }
+    Ok(crate::junit::render("punctual report", &suites).into_bytes())
 }
 
 /// Each record as its verb printed it, one after the other.

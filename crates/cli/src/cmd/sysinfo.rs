@@ -30,6 +30,7 @@ pub fn run(args: Args) -> CliResult {
         crate::output::rfc3339_now(),
     );
     print!("{}", platform_text(&rec.platform, args.irqs));
-    print!("{}", warnings_block(&rec));
+    // Warnings on standard error, as every verb puts them.
+    eprint!("{}", warnings_block(&rec));
     write_json(&rec, &args.json)
 }

@@ -9,12 +9,12 @@ use punctual_measure::Timer;
 use punctual_record::{Metric, Nanos, Record, Series};
 
 use crate::error::{CliError, CliResult};
-use crate::opts::{self, CauseArgs, ClockArg, PolicyArg, ProbeArgs};
+use crate::opts::{self, CStateArgs, CauseArgs, ClockArg, PolicyArg, ProbeArgs};
 use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause"
+    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause\n  punctual timer --cpus 1 --stop-at 500us --cause --on-threshold 'echo $PUNCTUAL_VALUE_NS ns on CPU $PUNCTUAL_CPU'\n  punctual timer --duration 60s --samples t.samples --fail-if 'p99 > 200us'"
 )]
 pub struct Args {
     /// CPUs to measure: `0`, `0,1`, `0-3` or `all`.
@@ -46,6 +46,14 @@ pub struct Args {
     pub common: ProbeArgs,
     #[command(flatten)]
     pub cause: CauseArgs,
+    #[command(flatten)]
+    pub c_states: CStateArgs,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
+    #[command(flatten)]
+    pub stop: opts::StopArgs,
+    #[command(flatten)]
+    pub raw: opts::SampleArgs,
     /// Replay wake-up latencies (ns, one per line) through the same
     /// pipeline on a virtual clock instead of measuring: for tests and for
     /// re-analysing a captured feed. Every CPU replays the same feed.
@@ -53,7 +61,23 @@ pub struct Args {
     pub replay: Option<PathBuf>,
 }
 
+/// Below this a period is not something the kernel's timers deliver: the
+/// thread would spin through missed periods for the whole run.
+const MIN_INTERVAL: Nanos = Nanos(10_000);
+
 fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
+    if args.interval < MIN_INTERVAL {
+        return Err(CliError::usage(format!(
+            "--interval {} is below what a timer wake-up can deliver here (each costs microseconds); give at least {MIN_INTERVAL}",
+            args.interval
+        )));
+    }
+    if args.duration < args.interval {
+        return Err(CliError::usage(format!(
+            "--duration {} is shorter than one --interval ({}): no wake-up would be measured",
+            args.duration, args.interval
+        )));
+    }
     let policy = opts::policy(args.policy, args.priority, args.interval)?;
     opts::check_max_spikes(args.common.max_spikes)?;
     Ok(TimerConfig {
@@ -65,12 +89,16 @@ fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
         threshold: args.threshold.unwrap_or(Nanos::ZERO),
         max_spikes: args.common.max_spikes,
         lock_memory: !args.common.no_mlock,
+        stop_at: args.stop.stop_at,
+        samples: args.raw.sink(punctual_live::samples::SampleKind::Latency)?,
     })
 }
 
 pub fn run(args: Args) -> CliResult {
     let cfg = timer_config(&args)?;
+    let gates = args.gates.parse()?;
     opts::check_output("--json", &args.common.json)?;
+    opts::check_output("--stop-trace", &args.stop.stop_trace)?;
     opts::check_output("--hist", &args.hist)?;
     let replay = match &args.replay {
         Some(p) => Some(opts::read_replay(p, "a latency in ns", |l| {
@@ -78,18 +106,23 @@ pub fn run(args: Args) -> CliResult {
         })?),
         None => None,
     };
-    let rec = run_one_probe(
+    let sink = cfg.samples.clone();
+    let mut rec = run_one_probe(
         "timer",
         Arc::new(Timer { cfg, replay }),
         &args.common,
         &args.cause,
+        &args.c_states,
         args.replay.as_deref(),
     )?;
+    args.stop.on_threshold(&rec);
+    args.stop.write_trace(&rec)?;
+    args.raw.write(sink.as_deref(), &mut rec)?;
     write_json(&rec, &args.common.json)?;
     if let Some(p) = &args.hist {
         write_hist(&rec, p)?;
     }
-    Ok(())
+    gates.enforce(&rec)
 }
 
 /// Writes the latency series in cyclictest's `-h` format.

@@ -611,6 +611,8 @@ fn noise_phase(
             max_spikes: 100,
             lock_memory: true,
             stretch: None,
+            stop_at: None,
+            samples: None,
         };
         let out = noise_probe::run(&cfg, Arc::clone(&stop), Progress::new(1));
         if !out.realtime {
@@ -685,6 +687,8 @@ fn timer_phase(a: &Args, dur: Nanos, stop: Arc<AtomicBool>) -> CliResult<TimerPh
         threshold: Nanos::ZERO,
         max_spikes,
         lock_memory: true,
+        stop_at: None,
+        samples: None,
     };
     let out = probe::run(&cfg, stop, Progress::new(1));
     let origin = out.origin;

@@ -40,6 +40,8 @@ pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
                 out.push_str(&probe::stolen_table(rec));
                 "stolen time"
             };
+            out.push_str(&probe::stopped_line(rec));
+            out.push_str(&probe::c_states_line(rec));
             out.push_str(&load::load_lines(rec));
             if let Some(sum) = rec.cause() {
                 out.push_str(&cause::section(what, &sum, rec));
@@ -49,7 +51,7 @@ pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
         "cause" => out.push_str(&cause_verb(rec, 10, 10)),
         "sysinfo" => {
             out.push_str(&platform::platform_text(&rec.platform, false));
-            out.push_str(&probe::warnings_block(rec));
+            warnings.push_str(&probe::warnings_block(rec));
         }
         "load" => out.push_str(&load::reports(&rec.load)),
         "reserve" => {
@@ -112,6 +114,19 @@ mod tests {
         });
         let t = render(&rec).unwrap();
         assert!(t.starts_with("cpu "), "{t}");
+        assert!(
+            !t.contains("C-states"),
+            "a record that does not say holds nothing: {t}"
+        );
+        rec.set_config(
+            "c_states",
+            serde_json::json!({"dma_latency_us": 0, "deepest_idle_state": 0, "disabled": [{}]}),
+        );
+        let t = render(&rec).unwrap();
+        assert!(
+            t.contains("C-states: /dev/cpu_dma_latency held at 0us; idle states deeper than 0 disabled (1 state files)\n"),
+            "{t}"
+        );
         let warnings = t.find("warnings:\n").expect("a warnings block");
         assert!(t[warnings..].contains("] a note\n"), "{t}");
     }

@@ -91,6 +91,73 @@ pub fn stolen_table(rec: &Record) -> String {
     out
 }
 
+/// The event that stopped a `--stop-at` run (`extra.stopped_at`), with
+/// what filled it when the flight recorder ran, or nothing.
+pub fn stopped_line(rec: &Record) -> String {
+    let Some(e) = rec.extra.get("stopped_at") else {
+        return String::new();
+    };
+    let num = |k: &str| e.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    let what = if rec.kind == "noise" {
+        "lost a gap of"
+    } else {
+        "woke late by"
+    };
+    let mut line = format!(
+        "stopped at {}: CPU {} {what} {}, over --stop-at {}",
+        Nanos(num("at_ns")),
+        num("cpu"),
+        Nanos(num("value_ns")),
+        Nanos(num("threshold_ns"))
+    );
+    let causes: Vec<String> = e
+        .get("causes")
+        .and_then(|c| c.as_array())
+        .map(|c| {
+            c.iter()
+                .filter(|x| x.get("share").and_then(|s| s.as_f64()).unwrap_or(0.0) >= 0.005)
+                .take(5)
+                .map(|x| {
+                    format!(
+                        "{} {:.0}%",
+                        x.get("name").and_then(|n| n.as_str()).unwrap_or("?"),
+                        x.get("share").and_then(|s| s.as_f64()).unwrap_or(0.0) * 100.0
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !causes.is_empty() {
+        line.push_str(&format!("; filled by {}", causes.join(", ")));
+    }
+    line.push('\n');
+    line
+}
+
+/// What was held of the C-states during a live run, from the record's
+/// `config.c_states` (one line), or nothing when the record does not say
+/// (a replayed feed, an older record).
+pub fn c_states_line(rec: &Record) -> String {
+    let Some(v) = rec.config.get("c_states") else {
+        return String::new();
+    };
+    let dma = match v.get("dma_latency_us") {
+        Some(serde_json::Value::Number(n)) => format!("/dev/cpu_dma_latency held at {n}us"),
+        _ => "/dev/cpu_dma_latency not held".to_string(),
+    };
+    let idle = match v.get("deepest_idle_state").and_then(|n| n.as_u64()) {
+        Some(n) => {
+            let k = v
+                .get("disabled")
+                .and_then(|d| d.as_array())
+                .map_or(0, |d| d.len());
+            format!("; idle states deeper than {n} disabled ({k} state files)")
+        }
+        None => String::new(),
+    };
+    format!("C-states: {dma}{idle}\n")
+}
+
 /// Warnings, most serious first, one per line.
 pub fn warnings_text(rec: &Record) -> String {
     let mut w: Vec<&Warning> = rec.warnings.iter().collect();
