@@ -425,6 +425,8 @@ mod tests {
             threshold: Nanos::from_us(30),
             max_spikes: 17,
             lock_memory: true,
+            stop_at: None,
+            samples: None,
         }
     }
 
@@ -437,6 +439,8 @@ mod tests {
             max_spikes: 9,
             lock_memory: false,
             stretch: Some((Nanos::from_ms(450), Nanos::from_ms(300))),
+            stop_at: None,
+            samples: None,
         }
     }
 
