@@ -889,7 +889,15 @@ fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
         .cpuidle_states
         .iter()
         .any(|s| s.exit_latency_us > 0 && !s.disabled);
-    if !idle.is_empty() && deep {
+    // A run that already held /dev/cpu_dma_latency at 0 (timer, noise and
+    // check do by default) has nothing more to gain from it.
+    let held_shallow = rec
+        .config
+        .get("c_states")
+        .and_then(|c| c.get("dma_latency_us"))
+        .and_then(|v| v.as_u64())
+        == Some(0);
+    if !idle.is_empty() && deep && !held_shallow {
         let mut target = BTreeMap::new();
         target.insert("us".into(), json!(0));
         out.push(Candidate {
