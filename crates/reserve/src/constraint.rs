@@ -141,6 +141,16 @@ pub fn begin_constraint(start: Nanos, deadline: Nanos, estimate: Nanos) -> Decis
         .map(|n| n.get())
         .unwrap_or(1);
     let now = mono();
+    if deadline <= now {
+        // The asking thread itself ran late (a loaded machine): say so,
+        // rather than judge a window that is already over.
+        return Decision::Denied {
+            reason: format!(
+                "the deadline passed {} before the request could be judged (the asking thread ran late)",
+                now - deadline
+            ),
+        };
+    }
     if let Err(reason) = decide(
         from.saturating_sub(now),
         deadline.saturating_sub(now),
