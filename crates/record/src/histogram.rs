@@ -100,6 +100,20 @@ const SUB_BUCKET_MASK: u64 = 2047;
 const LEADING_ZERO_BASE: u32 = 53;
 const NEAR_LEN: usize = hdr_index(NEAR_LIMIT - 1) + 1;
 
+/// Samples a recorder counts in its maps before it uses its flat arrays
+/// (except for the lowest [`ARRAY_CHUNK`] indices): a task that runs a
+/// few dozen jobs then costs a few hundred bytes per distinct value rather
+/// than arrays sized by its largest value (10,000 tasks of 16 jobs each
+/// once took 3-4 GB). Past this, the arrays take the hot path.
+const ARRAY_AFTER: u64 = 256;
+
+/// Counts the flat arrays grow by at the least (512 bytes). Indices below
+/// it always go to the arrays, so that index 0 (the maps' free mark)
+/// never goes to a map.
+const ARRAY_CHUNK: usize = 64;
+const _: () =
+    assert!(NEAR_LEN.is_multiple_of(ARRAY_CHUNK) && DENSE_BUCKETS.is_multiple_of(ARRAY_CHUNK));
+
 /// The HdrHistogram every recorder's counts stand for: values 1 ns to 1 s
 /// at 3 significant digits, growing when a larger value arrives.
 const HDR_HIGHEST: u64 = 1_000_000_000;
@@ -199,10 +213,16 @@ fn fold_counts(h: &mut hdrhistogram::Histogram<u64>, counts: &[(usize, u64)]) {
 /// It never grows with the number of samples.
 #[derive(Clone, Debug)]
 pub struct Recorder {
-    /// HdrHistogram counts by index for values below [`NEAR_LIMIT`], up to
-    /// the largest index recorded (at most [`NEAR_LEN`] long).
+    /// HdrHistogram counts by index for values below [`NEAR_LIMIT`]:
+    /// `near[k]` counts index `near_lo + k`. The window covers only the
+    /// indices recorded (in [`ARRAY_CHUNK`] steps, doubling as it grows),
+    /// so a task whose values sit around 10 µs holds a few hundred counts,
+    /// not the ~4,400 up to that index.
     near: Vec<u64>,
-    /// HdrHistogram counts by index for values from [`NEAR_LIMIT`] on.
+    near_lo: usize,
+    /// HdrHistogram counts by index for values from [`NEAR_LIMIT`] on,
+    /// and for the first [`ARRAY_AFTER`] samples wherever they fall
+    /// (index 0 excepted, which is never here: see [`ARRAY_CHUNK`]).
     far: CountMap,
     /// Samples counted in `base` rather than in `near` and `far`: those
     /// hold `count - in_base`, so recording counts a sample once.
@@ -210,8 +230,8 @@ pub struct Recorder {
     /// An HdrHistogram read from a stored series or merged in from one:
     /// the counts above add to it.
     base: Option<Box<hdrhistogram::Histogram<u64>>>,
-    /// Counts of bucket indices below [`DENSE_BUCKETS`] (allocated whole on
-    /// first use; growing it to 65.5 ms saved map updates for long periods
+    /// Counts of bucket indices below [`DENSE_BUCKETS`] (grown, by
+    /// doubling, only as far as the largest index recorded; growing it to 65.5 ms saved map updates for long periods
     /// but cost more in zeroed pages: RSS 18 -> 42 MB on the 20-task SimSo
     /// set, wall time up): a map insert per sample was most of the
     /// simulator's time, an array increment is not. Only for 1 µs buckets
@@ -221,7 +241,9 @@ pub struct Recorder {
     /// `dense` for any other bucket width (at most one of the two is ever
     /// allocated).
     dense_other: Vec<u64>,
-    /// Buckets at or beyond the dense range, keyed by lower bound in ns.
+    /// Buckets at or beyond the dense range, and those of the first
+    /// [`ARRAY_AFTER`] samples (bucket 0 excepted), keyed by lower bound
+    /// in ns.
     sparse: CountMap,
     bucket_ns: u64,
     count: u64,
@@ -236,6 +258,7 @@ impl Recorder {
     pub fn new(bucket: Nanos) -> Self {
         Recorder {
             near: Vec::new(),
+            near_lo: 0,
             far: CountMap::default(),
             in_base: 0,
             base: None,
@@ -307,39 +330,59 @@ impl Recorder {
     #[cold]
     #[inline(never)]
     fn add_hdr_cold(&mut self, i: usize, n: u64) {
-        if i < NEAR_LEN {
-            // Whole HdrHistogram buckets (1024 counts) at a time.
-            let len = ((i >> SUB_BUCKET_HALF_MAGNITUDE) + 1) << SUB_BUCKET_HALF_MAGNITUDE;
-            self.near.resize(len.min(NEAR_LEN), 0);
-            self.near[i] += n;
-        } else {
+        if i >= NEAR_LEN || (i >= ARRAY_CHUNK && self.count < ARRAY_AFTER) {
             self.far.add(i as u64, n);
+            return;
         }
+        self.grow_near(i);
+        self.near[i - self.near_lo] += n;
+    }
+
+    /// Widens the `near` window to cover index `i` (below [`NEAR_LEN`]):
+    /// whole [`ARRAY_CHUNK`]s, at least doubling, so that a spreading
+    /// distribution copies the window a logarithmic number of times.
+    fn grow_near(&mut self, i: usize) {
+        let chunk_lo = i / ARRAY_CHUNK * ARRAY_CHUNK;
+        let (lo, hi) = if self.near.is_empty() {
+            (chunk_lo, (chunk_lo + ARRAY_CHUNK).min(NEAR_LEN))
+        } else {
+            let (lo, len) = (self.near_lo, self.near.len());
+            let hi = lo + len;
+            if i < lo {
+                (chunk_lo.min(hi.saturating_sub(2 * len)), hi)
+            } else {
+                (lo, (chunk_lo + ARRAY_CHUNK).max(lo + 2 * len).min(NEAR_LEN))
+            }
+        };
+        let mut v = vec![0; hi - lo];
+        let at = self.near_lo.wrapping_sub(lo);
+        if !self.near.is_empty() {
+            v[at..at + self.near.len()].copy_from_slice(&self.near);
+        }
+        self.near = v;
+        self.near_lo = lo;
     }
 
     /// Non-zero HdrHistogram counts of `near` and `far` as `(index, count)`
-    /// in increasing index order (every `far` index lies beyond `near`).
-    /// The 0 ns values counted at index 0 are counted at 1 ns's index, 1,
-    /// as the HdrHistogram does.
+    /// in increasing index order, one pair per index (`far` may hold
+    /// indices inside `near`'s window: those of the first samples). The
+    /// 0 ns values counted at index 0 are counted at 1 ns's index, 1, as
+    /// the HdrHistogram does.
     fn own_counts(&self) -> Vec<(usize, u64)> {
-        // `near` grows in whole HdrHistogram buckets, so it reaches index 1
-        // whenever it holds index 0.
-        let zeros = self.near.first().copied().unwrap_or(0);
         let mut v: Vec<(usize, u64)> = self
             .near
             .iter()
             .enumerate()
-            .skip(1)
-            .map(|(i, &n)| (i, if i == 1 { n + zeros } else { n }))
-            .filter(|(_, n)| *n > 0)
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, &n)| ((self.near_lo + k).max(1), n))
             .collect();
-        v.extend(
-            self.far
-                .sorted()
-                .into_iter()
-                .filter(|c| c.1 > 0)
-                .map(|(i, n)| (i as usize, n)),
-        );
+        let far = self.far.sorted();
+        if !far.is_empty() {
+            v.extend(far.into_iter().map(|(i, n)| (i as usize, n)));
+            v.sort_by_key(|c| c.0);
+        }
+        merge_equal(&mut v);
+        v.retain(|c| c.1 > 0);
         v
     }
 
@@ -433,15 +476,15 @@ impl Recorder {
         if self.base.is_none() && o.base.is_none() && o.max <= HDR_HIGHEST {
             // Counts add as they are: the HdrHistogram they stand for does
             // not grow for `o`'s values, so it ends as if merged whole.
-            for (i, &n) in o.near.iter().enumerate() {
+            for (k, &n) in o.near.iter().enumerate() {
                 if n > 0 {
-                    self.add_hdr(i, n);
+                    self.add_hdr(o.near_lo + k, n);
                 }
             }
             // Without a base `o` holds all its samples there, as `self`
             // then does with `o.count` added.
             for (i, n) in o.far.sorted() {
-                self.far.add(i, n);
+                self.add_hdr(i as usize, n);
             }
         } else {
             // HdrHistogram addition grows to the addend's maximum, as
@@ -469,7 +512,7 @@ impl Recorder {
     /// sample.
     #[inline(always)]
     fn add_hdr(&mut self, i: usize, n: u64) {
-        match self.near.get_mut(i) {
+        match self.near.get_mut(i.wrapping_sub(self.near_lo)) {
             Some(c) => *c += n,
             None => self.add_hdr_cold(i, n),
         }
@@ -552,16 +595,20 @@ impl Recorder {
     #[inline(always)]
     fn add_bucket(&mut self, value_ns: u64, n: u64) {
         let idx = self.bucket_index(value_ns);
-        if idx < DENSE_BUCKETS as u64 {
+        if idx < ARRAY_CHUNK as u64 || (idx < DENSE_BUCKETS as u64 && self.count >= ARRAY_AFTER) {
             let dense = if self.bucket_ns == DEFAULT_BUCKET_NS {
                 &mut self.dense
             } else {
                 &mut self.dense_other
             };
-            if dense.is_empty() {
-                *dense = vec![0; DENSE_BUCKETS];
+            let idx = idx as usize;
+            if dense.len() <= idx {
+                let len = (idx + 1)
+                    .next_power_of_two()
+                    .clamp(ARRAY_CHUNK, DENSE_BUCKETS);
+                dense.resize(len, 0);
             }
-            dense[idx as usize] += n;
+            dense[idx] += n;
         } else {
             self.add_sparse(idx, n);
         }
@@ -590,27 +637,50 @@ impl Recorder {
 
     #[inline]
     fn add_sparse(&mut self, idx: u64, n: u64) {
-        // Beyond the dense array, so the lower bound is never 0 (the
-        // map's free mark).
+        // Bucket 0 always goes to the dense array, so the lower bound is
+        // never 0 (the map's free mark).
         self.sparse.add(idx * self.bucket_ns, n);
     }
 
-    /// Non-empty buckets as `(lower_ns, count)` in increasing order: the
-    /// dense range first, then the map, whose keys all lie beyond it.
+    /// Non-empty buckets as `(lower_ns, count)` in increasing order, one
+    /// pair per bucket: the dense array and the map (which holds the
+    /// first samples' buckets wherever they fall, and every bucket beyond
+    /// the array).
     fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let w = self.bucket_ns;
-        self.dense
+        let mut v: Vec<(u64, u64)> = self
+            .dense
             .iter()
             .chain(&self.dense_other)
             .enumerate()
             .filter(|(_, c)| **c > 0)
             .map(move |(i, c)| (i as u64 * w, *c))
-            .chain(self.sparse.sorted())
+            .collect();
+        let sparse = self.sparse.sorted();
+        if !sparse.is_empty() {
+            v.extend(sparse);
+            v.sort_by_key(|c| c.0);
+            merge_equal(&mut v);
+        }
+        v.into_iter()
     }
 
     pub fn hdr(&self) -> Cow<'_, hdrhistogram::Histogram<u64>> {
         self.built_hdr()
     }
+}
+
+/// Sums the counts of neighbouring pairs with the same key (`v` sorted by
+/// key), leaving one pair per key.
+fn merge_equal<K: PartialEq + Copy>(v: &mut Vec<(K, u64)>) {
+    v.dedup_by(|b, a| {
+        if a.0 == b.0 {
+            a.1 += b.1;
+            true
+        } else {
+            false
+        }
+    });
 }
 
 /// V2 serialization cookies and header length (HdrHistogram's format).
@@ -734,6 +804,68 @@ pub fn decode_hdr(text: &str) -> Result<hdrhistogram::Histogram<u64>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Values (ns) from a fixed linear congruential sequence: `n` of them,
+    /// spread over 0 to `span`, with many repeats.
+    fn spread(n: usize, span: u64) -> Vec<u64> {
+        let mut x = 12345u64;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let v = (x >> 33) % span;
+                // Every third value repeats a small one, so that indices
+                // counted in the maps meet the same indices in the arrays.
+                if x.is_multiple_of(3) {
+                    v % 5_000
+                } else {
+                    v
+                }
+            })
+            .collect()
+    }
+
+    /// The series of a recorder whose first samples went to its maps and
+    /// the rest to its arrays is the one an HdrHistogram and an exact
+    /// bucket map give for the same values.
+    #[test]
+    fn maps_then_arrays_read_as_one() {
+        for n in [10, ARRAY_AFTER as usize, 3_000] {
+            let vals = spread(n, 30_000_000);
+            let mut r = Recorder::new(Nanos(1000));
+            let mut h = new_hdr();
+            let mut b: BTreeMap<u64, u64> = BTreeMap::new();
+            for &v in &vals {
+                r.record(Nanos(v));
+                h.record(v.max(1)).unwrap();
+                *b.entry(v / 1000 * 1000).or_default() += 1;
+            }
+            let s = r.to_series("x", Metric::Latency);
+            assert_eq!(s.hdr, encode_hdr(&h), "n = {n}");
+            assert_eq!(s.histogram.buckets, b.into_iter().collect::<Vec<_>>());
+            let max = *vals.iter().max().unwrap();
+            assert_eq!(s.percentiles.p99, Nanos(h.value_at_quantile(0.99).min(max)));
+            assert_eq!(s.percentiles.p50, Nanos(h.value_at_quantile(0.5).min(max)));
+            // Merging the recorder into an empty one changes nothing.
+            let mut m = Recorder::new(Nanos(1000));
+            m.merge(&r);
+            assert_eq!(m.to_series("x", Metric::Latency), s);
+        }
+    }
+
+    /// A recorder of a few widely spread values keeps no array sized by
+    /// its largest value.
+    #[test]
+    fn few_samples_keep_small_arrays() {
+        let mut r = Recorder::new(Nanos(1000));
+        for v in spread(16, 100_000_000) {
+            r.record(Nanos(v));
+        }
+        assert!(r.near.len() <= ARRAY_CHUNK, "{}", r.near.len());
+        assert!(r.dense.len() <= ARRAY_CHUNK, "{}", r.dense.len());
+        assert_eq!(r.count(), 16);
+    }
 
     #[test]
     fn stats_and_percentiles() {
