@@ -635,20 +635,41 @@ fn pct(x: f64) -> String {
     format!("{:.2}%", x * 100.0)
 }
 
+/// Where a moved source goes: every online CPU but the measured one.
+struct Elsewhere {
+    /// `1,2,3`, as the descriptions and unit files write it.
+    list: String,
+    /// The same CPUs as a JSON array, for a candidate's target.
+    cpus: Value,
+    /// The first of them, for ids; None on a one-CPU machine.
+    first: Option<u32>,
+}
+
+impl Elsewhere {
+    fn of(rec: &Record, cpu: u32) -> Elsewhere {
+        let others: Vec<u32> = online(&rec.platform)
+            .into_iter()
+            .filter(|c| *c != cpu)
+            .collect();
+        Elsewhere {
+            list: others
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            cpus: json!(others),
+            first: others.first().copied(),
+        }
+    }
+}
+
+/// Every fix tried on `cpu`, in the order they are judged: per named
+/// source (largest first) its move and priority fixes, then isolation,
+/// RT throttling, C-states, preemption and buffering.
 fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
     let mut out = Vec::new();
     let named = named_sources(rec, cpu);
-    let others: Vec<u32> = online(&rec.platform)
-        .into_iter()
-        .filter(|c| *c != cpu)
-        .collect();
-    let to = others
-        .iter()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let to_cpus = json!(others);
-    let to_first = others.first().copied();
+    let to = Elsewhere::of(rec, cpu);
     let prio = probe_priority(rec);
     let movable: Vec<&Named> = named
         .iter()
@@ -657,228 +678,259 @@ fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
         .collect();
     for n in movable {
         match n.kind.as_str() {
-            "irq" if to_first.is_some() => {
-                let irq = rec
-                    .platform
-                    .irqs
-                    .iter()
-                    .find(|i| i.name == n.name || i.name.split_whitespace().any(|w| w == n.name))
-                    .map(|i| i.irq.clone());
-                let label = irq.clone().unwrap_or_else(|| slug(&n.name));
-                // On PREEMPT_RT the handler's thread (irq/N-name) moves with it.
-                let mut keys = vec![(n.kind.clone(), n.name.clone())];
-                if let Some(i) = &irq {
-                    for t in named
-                        .iter()
-                        .filter(|t| t.kind == "thread" && t.name.starts_with(&format!("irq/{i}-")))
-                    {
-                        keys.push((t.kind.clone(), t.name.clone()));
-                    }
-                }
-                let mut target = BTreeMap::new();
-                // The number when the platform names it (what an apply
-                // step needs), else the handler's name.
-                target.insert(
-                    "irq".into(),
-                    match irq.as_deref().and_then(|i| i.parse::<u32>().ok()) {
-                        Some(i) => json!(i),
-                        None => json!(n.name),
-                    },
-                );
-                target.insert("to_cpus".into(), to_cpus.clone());
-                let unit_irq = irq.clone().unwrap_or_else(|| "N".into());
-                out.push(Candidate {
-                    id: format!("irq-{label}-to-cpu{to}", to = to_first.unwrap_or(0)),
-                    kind: "irq-affinity",
-                    target,
-                    description: match &irq {
-                        Some(i) => format!("route interrupt {i} ({}) to CPU {to}", n.name),
-                        None => format!(
-                            "route interrupt {} to CPU {to} (its number is not in the record)",
-                            n.name
-                        ),
-                    },
-                    why: format!(
-                        "{} was attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
-                         taken out of them",
-                        n.name,
-                        Nanos(n.total_ns)
-                    ),
-                    cost: format!(
-                        "its handler time moves to CPU {to}: {} of a CPU measured here",
-                        pct(n.cpu_fraction)
-                    ),
-                    cost_cpu_fraction: n.cpu_fraction,
-                    runtime_applicable: irq.is_some(),
-                    permanent_how: format!(
-                        "systemd unit (irqbalance off or IRQBALANCE_BANNED_CPUS covering CPU {cpu}):\n\
-                         [Unit]\nDescription=keep IRQ {unit_irq} off CPU {cpu}\n[Service]\nType=oneshot\n\
-                         ExecStart=/bin/sh -c 'echo {to} > /proc/irq/{unit_irq}/smp_affinity_list'\n\
-                         [Install]\nWantedBy=multi-user.target\n\
-                         or for every interrupt: irqaffinity={to} on the kernel command line"
-                    ),
-                    change: Change::Remove(keys),
-                });
-            }
-            "thread" => {
-                let (comm, tid) = comm_tid(&n.name);
-                if per_cpu_kthread(&comm) || comm.starts_with("irq/") {
-                    continue;
-                }
-                if let Some(first) = to_first {
-                    // The thread by tid when the attribution named it,
-                    // else every thread of that name.
-                    let mut target = BTreeMap::new();
-                    match tid {
-                        Some(t) => target.insert("tid".into(), json!(t)),
-                        None => target.insert("comm".into(), json!(comm)),
-                    };
-                    target.insert("to_cpus".into(), to_cpus.clone());
-                    out.push(Candidate {
-                        id: format!("thread-{}-to-cpu{first}", slug(&n.name)),
-                        kind: "thread-affinity",
-                        target,
-                        description: format!("move thread {} off CPU {cpu} to CPU {to}", n.name),
-                        why: format!(
-                            "{} was attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
-                             taken out of them",
-                            n.name,
-                            Nanos(n.total_ns)
-                        ),
-                        cost: format!(
-                            "its CPU time moves to CPU {to}: {} of a CPU measured here",
-                            pct(n.cpu_fraction)
-                        ),
-                        cost_cpu_fraction: n.cpu_fraction,
-                        runtime_applicable: tid.is_some(),
-                        permanent_how: format!(
-                            "in the systemd unit that starts {comm} (systemctl edit UNIT):\n\
-                             [Service]\nCPUAffinity={to}\nor start it with taskset -c {to}"
-                        ),
-                        change: Change::Remove(vec![(n.kind.clone(), n.name.clone())]),
-                    });
-                }
-                // Above (or level with) the task: it preempts it only by
-                // priority.
-                if let (Some(p), Some(r)) = (prio, rt_of(&n.sched)) {
-                    if r >= p && p > 1 {
-                        let new = p - 1;
-                        let mut target = BTreeMap::new();
-                        if let Some(t) = tid {
-                            target.insert("tid".into(), json!(t));
-                        }
-                        target.insert("comm".into(), json!(comm));
-                        target.insert("policy".into(), json!("fifo"));
-                        target.insert("prio".into(), json!(new));
-                        out.push(Candidate {
-                            id: format!("prio-{}-fifo{new}", slug(&n.name)),
-                            kind: "priority",
-                            target,
-                            description: format!(
-                                "lower {} from FIFO {r} to FIFO {new}, below the task's FIFO {p}",
-                                n.name
-                            ),
-                            why: format!(
-                                "{} ran at FIFO {r}, at or above the task's FIFO {p}, and was \
-                                 attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
-                                 below the task it waits instead, so that time is taken out",
-                                n.name,
-                                Nanos(n.total_ns)
-                            ),
-                            cost: format!(
-                                "no CPU given up; {comm} waits while the task runs (it used {} \
-                                 of CPU {cpu})",
-                                pct(n.cpu_fraction)
-                            ),
-                            cost_cpu_fraction: 0.0,
-                            runtime_applicable: tid.is_some(),
-                            permanent_how: format!(
-                                "in the systemd unit that starts {comm} (systemctl edit UNIT):\n\
-                                 [Service]\nCPUSchedulingPolicy=fifo\nCPUSchedulingPriority={new}"
-                            ),
-                            change: Change::Remove(vec![(n.kind.clone(), n.name.clone())]),
-                        });
-                    }
-                }
-            }
+            "irq" if to.first.is_some() => out.push(irq_affinity(rec, cpu, &named, n, &to)),
+            "thread" => out.extend(thread_fixes(cpu, n, &to, prio)),
             _ => {}
         }
     }
-    // Isolation: every thread-level source goes, interrupts and host stay.
+    out.extend(isolate_cpu(rec, cpu, &named));
+    out.extend(rt_runtime(rec, cpu, &named));
+    out.extend(dma_latency(rec, cpu, &named));
+    out.extend(preempt_full(rec, cpu, &named, prio));
+    out.extend(buffering(rec, cpu, profiles));
+    out
+}
+
+/// Route the interrupt `n` to the other CPUs.
+fn irq_affinity(rec: &Record, cpu: u32, named: &[Named], n: &Named, to: &Elsewhere) -> Candidate {
+    let to_cpus = &to.cpus;
+    let to_first = to.first;
+    let to = &to.list;
+    let irq = rec
+        .platform
+        .irqs
+        .iter()
+        .find(|i| i.name == n.name || i.name.split_whitespace().any(|w| w == n.name))
+        .map(|i| i.irq.clone());
+    let label = irq.clone().unwrap_or_else(|| slug(&n.name));
+    // On PREEMPT_RT the handler's thread (irq/N-name) moves with it.
+    let mut keys = vec![(n.kind.clone(), n.name.clone())];
+    if let Some(i) = &irq {
+        for t in named
+            .iter()
+            .filter(|t| t.kind == "thread" && t.name.starts_with(&format!("irq/{i}-")))
+        {
+            keys.push((t.kind.clone(), t.name.clone()));
+        }
+    }
+    let mut target = BTreeMap::new();
+    // The number when the platform names it (what an apply
+    // step needs), else the handler's name.
+    target.insert(
+        "irq".into(),
+        match irq.as_deref().and_then(|i| i.parse::<u32>().ok()) {
+            Some(i) => json!(i),
+            None => json!(n.name),
+        },
+    );
+    target.insert("to_cpus".into(), to_cpus.clone());
+    let unit_irq = irq.clone().unwrap_or_else(|| "N".into());
+    Candidate {
+        id: format!("irq-{label}-to-cpu{to}", to = to_first.unwrap_or(0)),
+        kind: "irq-affinity",
+        target,
+        description: match &irq {
+            Some(i) => format!("route interrupt {i} ({}) to CPU {to}", n.name),
+            None => format!(
+                "route interrupt {} to CPU {to} (its number is not in the record)",
+                n.name
+            ),
+        },
+        why: format!(
+            "{} was attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
+             taken out of them",
+            n.name,
+            Nanos(n.total_ns)
+        ),
+        cost: format!(
+            "its handler time moves to CPU {to}: {} of a CPU measured here",
+            pct(n.cpu_fraction)
+        ),
+        cost_cpu_fraction: n.cpu_fraction,
+        runtime_applicable: irq.is_some(),
+        permanent_how: format!(
+            "systemd unit (irqbalance off or IRQBALANCE_BANNED_CPUS covering CPU {cpu}):\n\
+             [Unit]\nDescription=keep IRQ {unit_irq} off CPU {cpu}\n[Service]\nType=oneshot\n\
+             ExecStart=/bin/sh -c 'echo {to} > /proc/irq/{unit_irq}/smp_affinity_list'\n\
+             [Install]\nWantedBy=multi-user.target\n\
+             or for every interrupt: irqaffinity={to} on the kernel command line"
+        ),
+        change: Change::Remove(keys),
+    }
+}
+
+/// Move the thread `n` to the other CPUs, and lower it below the task
+/// when it ran at or above the task's priority. Per-CPU kernel threads
+/// and interrupt threads get neither (they move with their interrupt).
+fn thread_fixes(cpu: u32, n: &Named, to: &Elsewhere, prio: Option<u32>) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    let (comm, tid) = comm_tid(&n.name);
+    if per_cpu_kthread(&comm) || comm.starts_with("irq/") {
+        return out;
+    }
+    if let Some(first) = to.first {
+        let to_cpus = &to.cpus;
+        let to = &to.list;
+        // The thread by tid when the attribution named it,
+        // else every thread of that name.
+        let mut target = BTreeMap::new();
+        match tid {
+            Some(t) => target.insert("tid".into(), json!(t)),
+            None => target.insert("comm".into(), json!(comm)),
+        };
+        target.insert("to_cpus".into(), to_cpus.clone());
+        out.push(Candidate {
+            id: format!("thread-{}-to-cpu{first}", slug(&n.name)),
+            kind: "thread-affinity",
+            target,
+            description: format!("move thread {} off CPU {cpu} to CPU {to}", n.name),
+            why: format!(
+                "{} was attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
+                 taken out of them",
+                n.name,
+                Nanos(n.total_ns)
+            ),
+            cost: format!(
+                "its CPU time moves to CPU {to}: {} of a CPU measured here",
+                pct(n.cpu_fraction)
+            ),
+            cost_cpu_fraction: n.cpu_fraction,
+            runtime_applicable: tid.is_some(),
+            permanent_how: format!(
+                "in the systemd unit that starts {comm} (systemctl edit UNIT):\n\
+                 [Service]\nCPUAffinity={to}\nor start it with taskset -c {to}"
+            ),
+            change: Change::Remove(vec![(n.kind.clone(), n.name.clone())]),
+        });
+    }
+    // Above (or level with) the task: it preempts it only by
+    // priority.
+    if let (Some(p), Some(r)) = (prio, rt_of(&n.sched)) {
+        if r >= p && p > 1 {
+            let new = p - 1;
+            let mut target = BTreeMap::new();
+            if let Some(t) = tid {
+                target.insert("tid".into(), json!(t));
+            }
+            target.insert("comm".into(), json!(comm));
+            target.insert("policy".into(), json!("fifo"));
+            target.insert("prio".into(), json!(new));
+            out.push(Candidate {
+                id: format!("prio-{}-fifo{new}", slug(&n.name)),
+                kind: "priority",
+                target,
+                description: format!(
+                    "lower {} from FIFO {r} to FIFO {new}, below the task's FIFO {p}",
+                    n.name
+                ),
+                why: format!(
+                    "{} ran at FIFO {r}, at or above the task's FIFO {p}, and was \
+                     attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
+                     below the task it waits instead, so that time is taken out",
+                    n.name,
+                    Nanos(n.total_ns)
+                ),
+                cost: format!(
+                    "no CPU given up; {comm} waits while the task runs (it used {} \
+                     of CPU {cpu})",
+                    pct(n.cpu_fraction)
+                ),
+                cost_cpu_fraction: 0.0,
+                runtime_applicable: tid.is_some(),
+                permanent_how: format!(
+                    "in the systemd unit that starts {comm} (systemctl edit UNIT):\n\
+                     [Service]\nCPUSchedulingPolicy=fifo\nCPUSchedulingPriority={new}"
+                ),
+                change: Change::Remove(vec![(n.kind.clone(), n.name.clone())]),
+            });
+        }
+    }
+    out
+}
+
+/// Isolation: every thread-level source goes, interrupts and host stay.
+fn isolate_cpu(rec: &Record, cpu: u32, named: &[Named]) -> Option<Candidate> {
     let threads: Vec<(String, String)> = named
         .iter()
         .filter(|n| matches!(n.kind.as_str(), "thread" | "kworker"))
         .filter(|n| !per_cpu_kthread(&comm_tid(&n.name).0))
         .map(|n| (n.kind.clone(), n.name.clone()))
         .collect();
-    if !threads.is_empty() {
-        let ncpu = online(&rec.platform).len().max(1);
-        let mut target = BTreeMap::new();
-        target.insert("cpu".into(), json!(cpu));
-        out.push(Candidate {
-            id: format!("isolate-cpu{cpu}"),
-            kind: "isolate-cpu",
-            target,
-            description: format!("isolate CPU {cpu}: no thread but the task runs there"),
-            why: format!(
-                "{} thread-level sources (threads, kworkers) were attributed time on CPU {cpu}; \
-                 all are taken out, interrupts, per-CPU kernel threads and host time stay",
-                threads.len()
-            ),
-            cost: format!(
-                "CPU {cpu} is given up by every other task: 1 of {ncpu} CPUs ({} of the machine)",
-                pct(1.0 / ncpu as f64)
-            ),
-            cost_cpu_fraction: 1.0,
-            runtime_applicable: true,
-            permanent_how: format!(
-                "kernel command line: isolcpus=managed_irq,domain,{cpu} nohz_full={cpu} \
-                 rcu_nocbs={cpu}\nor a tuned profile: [cpu-partitioning] with \
-                 isolated_cores={cpu}"
-            ),
-            change: Change::Remove(threads),
-        });
+    if threads.is_empty() {
+        return None;
     }
-    // RT throttling.
+    let ncpu = online(&rec.platform).len().max(1);
+    let mut target = BTreeMap::new();
+    target.insert("cpu".into(), json!(cpu));
+    Some(Candidate {
+        id: format!("isolate-cpu{cpu}"),
+        kind: "isolate-cpu",
+        target,
+        description: format!("isolate CPU {cpu}: no thread but the task runs there"),
+        why: format!(
+            "{} thread-level sources (threads, kworkers) were attributed time on CPU {cpu}; \
+             all are taken out, interrupts, per-CPU kernel threads and host time stay",
+            threads.len()
+        ),
+        cost: format!(
+            "CPU {cpu} is given up by every other task: 1 of {ncpu} CPUs ({} of the machine)",
+            pct(1.0 / ncpu as f64)
+        ),
+        cost_cpu_fraction: 1.0,
+        runtime_applicable: true,
+        permanent_how: format!(
+            "kernel command line: isolcpus=managed_irq,domain,{cpu} nohz_full={cpu} \
+             rcu_nocbs={cpu}\nor a tuned profile: [cpu-partitioning] with \
+             isolated_cores={cpu}"
+        ),
+        change: Change::Remove(threads),
+    })
+}
+
+/// RT throttling lifted, when it stopped the task.
+fn rt_runtime(rec: &Record, cpu: u32, named: &[Named]) -> Option<Candidate> {
     let throttle: Vec<(String, String)> = named
         .iter()
         .filter(|n| n.kind == "throttle")
         .map(|n| (n.kind.clone(), n.name.clone()))
         .collect();
-    if !throttle.is_empty() {
-        let mut target = BTreeMap::new();
-        target.insert("value".into(), json!(-1));
-        let total: u64 = named
-            .iter()
-            .filter(|n| n.kind == "throttle")
-            .map(|n| n.total_ns)
-            .sum();
-        out.push(Candidate {
-            id: "rt-runtime-unlimited".into(),
-            kind: "rt-runtime",
-            target,
-            description: "lift RT throttling (kernel.sched_rt_runtime_us = -1)".into(),
-            why: format!(
-                "RT throttling stopped the task for {} inside CPU {cpu}'s spikes and stolen \
-                 intervals; taken out",
-                Nanos(total)
-            ),
-            cost: format!(
-                "no CPU given up; a real-time thread that never sleeps can then starve kernel \
-                 threads on its CPU (up to {} of each second are no longer kept for them)",
-                match (rec.platform.rt_runtime_us, rec.platform.rt_period_us) {
-                    (Some(r), Some(p)) if r >= 0 && p > 0 => pct((p - r) as f64 / p as f64),
-                    _ => "the share".into(),
-                }
-            ),
-            cost_cpu_fraction: 0.0,
-            runtime_applicable: true,
-            permanent_how: "/etc/sysctl.d/90-rt-runtime.conf:\nkernel.sched_rt_runtime_us = -1"
-                .into(),
-            change: Change::Remove(throttle),
-        });
+    if throttle.is_empty() {
+        return None;
     }
-    // Shallow C-states where idle exit shows.
+    let mut target = BTreeMap::new();
+    target.insert("value".into(), json!(-1));
+    let total: u64 = named
+        .iter()
+        .filter(|n| n.kind == "throttle")
+        .map(|n| n.total_ns)
+        .sum();
+    Some(Candidate {
+        id: "rt-runtime-unlimited".into(),
+        kind: "rt-runtime",
+        target,
+        description: "lift RT throttling (kernel.sched_rt_runtime_us = -1)".into(),
+        why: format!(
+            "RT throttling stopped the task for {} inside CPU {cpu}'s spikes and stolen \
+             intervals; taken out",
+            Nanos(total)
+        ),
+        cost: format!(
+            "no CPU given up; a real-time thread that never sleeps can then starve kernel \
+             threads on its CPU (up to {} of each second are no longer kept for them)",
+            match (rec.platform.rt_runtime_us, rec.platform.rt_period_us) {
+                (Some(r), Some(p)) if r >= 0 && p > 0 => pct((p - r) as f64 / p as f64),
+                _ => "the share".into(),
+            }
+        ),
+        cost_cpu_fraction: 0.0,
+        runtime_applicable: true,
+        permanent_how: "/etc/sysctl.d/90-rt-runtime.conf:\nkernel.sched_rt_runtime_us = -1".into(),
+        change: Change::Remove(throttle),
+    })
+}
+
+/// Shallow C-states where idle exit shows.
+fn dma_latency(rec: &Record, cpu: u32, named: &[Named]) -> Option<Candidate> {
     let idle: Vec<(String, String)> = named
         .iter()
         .filter(|n| n.kind == "idle")
@@ -897,123 +949,134 @@ fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
         .and_then(|c| c.get("dma_latency_us"))
         .and_then(|v| v.as_u64())
         == Some(0);
-    if !idle.is_empty() && deep && !held_shallow {
-        let mut target = BTreeMap::new();
-        target.insert("us".into(), json!(0));
-        out.push(Candidate {
-            id: "dma-latency-0".into(),
-            kind: "dma-latency",
-            target,
-            description: "hold C-states shallow (/dev/cpu_dma_latency held at 0 µs)".into(),
-            why: format!(
-                "the CPU was idle inside spikes on CPU {cpu} (timer not yet delivered: idle exit); \
-                 that time is taken out"
-            ),
-            cost: "no CPU given up; idle CPUs poll instead of sleeping: more power and heat".into(),
-            cost_cpu_fraction: 0.0,
-            runtime_applicable: true,
-            permanent_how: "tuned profile snippet:\n[cpu]\nforce_latency=0\nor kernel command \
-                            line: processor.max_cstate=1 intel_idle.max_cstate=0"
-                .into(),
-            change: Change::Remove(idle),
-        });
+    if idle.is_empty() || !deep || held_shallow {
+        return None;
     }
-    // Full preemption: sources below the task delayed it only because the
-    // kernel could not preempt them.
+    let mut target = BTreeMap::new();
+    target.insert("us".into(), json!(0));
+    Some(Candidate {
+        id: "dma-latency-0".into(),
+        kind: "dma-latency",
+        target,
+        description: "hold C-states shallow (/dev/cpu_dma_latency held at 0 µs)".into(),
+        why: format!(
+            "the CPU was idle inside spikes on CPU {cpu} (timer not yet delivered: idle exit); \
+             that time is taken out"
+        ),
+        cost: "no CPU given up; idle CPUs poll instead of sleeping: more power and heat".into(),
+        cost_cpu_fraction: 0.0,
+        runtime_applicable: true,
+        permanent_how: "tuned profile snippet:\n[cpu]\nforce_latency=0\nor kernel command \
+                        line: processor.max_cstate=1 intel_idle.max_cstate=0"
+            .into(),
+        change: Change::Remove(idle),
+    })
+}
+
+/// Full preemption: sources below the task delayed it only because the
+/// kernel could not preempt them.
+fn preempt_full(rec: &Record, cpu: u32, named: &[Named], prio: Option<u32>) -> Option<Candidate> {
     let preemption = rec.platform.preemption.as_deref().unwrap_or("");
     let preemptible = matches!(preemption, "full" | "rt" | "dynamic(full)" | "lazy")
         || preemption == "dynamic(lazy)";
-    if !preemptible && !preemption.is_empty() {
-        let below: Vec<(String, String)> = named
-            .iter()
-            .filter(|n| match n.kind.as_str() {
-                "kworker" => true,
-                "thread" => match (prio, rt_of(&n.sched)) {
-                    (Some(p), Some(r)) => r < p,
-                    (Some(_), None) => n.sched.as_deref() != Some("deadline"),
-                    (None, _) => false,
-                },
-                _ => false,
-            })
-            .map(|n| (n.kind.clone(), n.name.clone()))
-            .collect();
-        if !below.is_empty() {
-            let dynamic = preemption.starts_with("dynamic(");
-            let mut target = BTreeMap::new();
-            target.insert("mode".into(), json!("full"));
-            out.push(Candidate {
-                id: "preempt-full".into(),
-                kind: "preempt",
-                target,
-                description: if dynamic {
-                    "full kernel preemption (sched/preempt = full)".into()
-                } else {
-                    "a fully preemptible kernel (PREEMPT or PREEMPT_RT build)".into()
-                },
-                why: format!(
-                    "the kernel's preemption model is '{preemption}': {} sources of lower \
-                     priority than the task (threads, kworkers) held CPU {cpu} when it should \
-                     have run; with full preemption they yield at once, so their time is \
-                     taken out",
-                    below.len()
-                ),
-                cost: "no CPU given up; more context switches, kernel-heavy throughput may \
-                       fall by a few percent (not measured by this record)"
-                    .into(),
-                cost_cpu_fraction: 0.0,
-                runtime_applicable: dynamic,
-                permanent_how: if dynamic {
-                    "kernel command line: preempt=full".into()
-                } else {
-                    "boot a kernel built with CONFIG_PREEMPT (or PREEMPT_RT); not changeable \
-                     at run time on this kernel"
-                        .into()
-                },
-                change: Change::Remove(below),
-            });
-        }
+    if preemptible || preemption.is_empty() {
+        return None;
     }
-    // Buffering, for one workload (a fix for one profile says nothing of
-    // the others): the least n of the same length that meets it.
-    if let (Some(m), 1) = (latency_model(rec, cpu), profiles.len()) {
-        for p in profiles {
-            let ts = p.target.as_secs_f64();
-            let max_n = (p.buffering.buffers * 4).max(64);
-            let Some(r) = least_buffers(&m, &p.buffering, ts, max_n) else {
-                continue;
-            };
-            let n = r.buffering.buffers;
-            if n <= p.buffering.buffers {
-                continue;
-            }
-            let added = p.buffering.buffer_len * u64::from(n - p.buffering.buffers);
-            let mut target = BTreeMap::new();
-            target.insert("profile".into(), json!(p.name));
-            target.insert("buffers".into(), json!(n));
-            target.insert("buffer_len_ns".into(), json!(p.buffering.buffer_len));
-            out.push(Candidate {
-                id: format!("buffers-{n}-{}", slug(&p.name)),
-                kind: "buffering",
-                target,
-                description: format!(
-                    "{}: {n} buffers of {} instead of {}",
-                    p.name, p.buffering.buffer_len, p.buffering.buffers
-                ),
-                why: format!(
-                    "the least n whose MTTF from the same queue model reaches {}'s target",
-                    p.name
-                ),
-                cost: format!(
-                    "{added} more latency end to end (and the memory of {} more buffers)",
-                    n - p.buffering.buffers
-                ),
-                cost_cpu_fraction: 0.0,
-                runtime_applicable: false,
-                permanent_how: "the application's buffer configuration (never applied by punctual)"
-                    .into(),
-                change: Change::Buffers(p.name.clone(), r.buffering),
-            });
+    let below: Vec<(String, String)> = named
+        .iter()
+        .filter(|n| match n.kind.as_str() {
+            "kworker" => true,
+            "thread" => match (prio, rt_of(&n.sched)) {
+                (Some(p), Some(r)) => r < p,
+                (Some(_), None) => n.sched.as_deref() != Some("deadline"),
+                (None, _) => false,
+            },
+            _ => false,
+        })
+        .map(|n| (n.kind.clone(), n.name.clone()))
+        .collect();
+    if below.is_empty() {
+        return None;
+    }
+    let dynamic = preemption.starts_with("dynamic(");
+    let mut target = BTreeMap::new();
+    target.insert("mode".into(), json!("full"));
+    Some(Candidate {
+        id: "preempt-full".into(),
+        kind: "preempt",
+        target,
+        description: if dynamic {
+            "full kernel preemption (sched/preempt = full)".into()
+        } else {
+            "a fully preemptible kernel (PREEMPT or PREEMPT_RT build)".into()
+        },
+        why: format!(
+            "the kernel's preemption model is '{preemption}': {} sources of lower \
+             priority than the task (threads, kworkers) held CPU {cpu} when it should \
+             have run; with full preemption they yield at once, so their time is \
+             taken out",
+            below.len()
+        ),
+        cost: "no CPU given up; more context switches, kernel-heavy throughput may \
+               fall by a few percent (not measured by this record)"
+            .into(),
+        cost_cpu_fraction: 0.0,
+        runtime_applicable: dynamic,
+        permanent_how: if dynamic {
+            "kernel command line: preempt=full".into()
+        } else {
+            "boot a kernel built with CONFIG_PREEMPT (or PREEMPT_RT); not changeable \
+             at run time on this kernel"
+                .into()
+        },
+        change: Change::Remove(below),
+    })
+}
+
+/// Buffering, for one workload (a fix for one profile says nothing of
+/// the others): the least n of the same length that meets it.
+fn buffering(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    let (Some(m), 1) = (latency_model(rec, cpu), profiles.len()) else {
+        return out;
+    };
+    for p in profiles {
+        let ts = p.target.as_secs_f64();
+        let max_n = (p.buffering.buffers * 4).max(64);
+        let Some(r) = least_buffers(&m, &p.buffering, ts, max_n) else {
+            continue;
+        };
+        let n = r.buffering.buffers;
+        if n <= p.buffering.buffers {
+            continue;
         }
+        let added = p.buffering.buffer_len * u64::from(n - p.buffering.buffers);
+        let mut target = BTreeMap::new();
+        target.insert("profile".into(), json!(p.name));
+        target.insert("buffers".into(), json!(n));
+        target.insert("buffer_len_ns".into(), json!(p.buffering.buffer_len));
+        out.push(Candidate {
+            id: format!("buffers-{n}-{}", slug(&p.name)),
+            kind: "buffering",
+            target,
+            description: format!(
+                "{}: {n} buffers of {} instead of {}",
+                p.name, p.buffering.buffer_len, p.buffering.buffers
+            ),
+            why: format!(
+                "the least n whose MTTF from the same queue model reaches {}'s target",
+                p.name
+            ),
+            cost: format!(
+                "{added} more latency end to end (and the memory of {} more buffers)",
+                n - p.buffering.buffers
+            ),
+            cost_cpu_fraction: 0.0,
+            runtime_applicable: false,
+            permanent_how: "the application's buffer configuration (never applied by punctual)"
+                .into(),
+            change: Change::Buffers(p.name.clone(), r.buffering),
+        });
     }
     out
 }

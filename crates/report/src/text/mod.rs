@@ -9,6 +9,7 @@ pub mod load;
 pub mod platform;
 pub mod probe;
 pub mod reserve;
+pub mod validate;
 pub mod verdict;
 
 use punctual_record::Record;
