@@ -331,6 +331,54 @@ impl TailModel {
         }
     }
 
+    /// This model, built from a record `base` was edited into by only
+    /// lowering or removing samples (a source's attributed time taken
+    /// out), with a fitted tail that cannot lie above `base`'s: the base
+    /// fit and its bootstrap thinned to the share of `base`'s samples
+    /// above the fit's threshold that the edit left there. The edited
+    /// data's own fit is kept instead where it predicts no larger a
+    /// probability at any level from the threshold out to one sample in
+    /// 10¹² (the edit showed a thinner tail). A refit on the thinner data
+    /// alone can come out heavier than the data it came from (fewer
+    /// excesses, another threshold), and would predict that taking time
+    /// out makes wake-ups later.
+    pub fn bounded_by(mut self, base: &TailModel) -> TailModel {
+        let Some(bf) = base.fit else {
+            return self;
+        };
+        let u = bf.threshold_ns;
+        let before = base.tail.count_above(u) as f64 / base.tail.n.max(1) as f64;
+        let after = self.tail.count_above(u) as f64 / self.tail.n.max(1) as f64;
+        let keep = if before > 0.0 {
+            (after / before).min(1.0)
+        } else {
+            1.0
+        };
+        let thin = |g: &GpdFit| GpdFit {
+            exceed_fraction: g.exceed_fraction * keep,
+            ..*g
+        };
+        let thinned = thin(&bf);
+        let own_is_thinner = self.fit.is_some_and(|f| {
+            (3..=12).all(|e| {
+                let p = 10f64.powi(-e);
+                if p >= thinned.exceed_fraction {
+                    return true;
+                }
+                let x = thinned.quantile(p);
+                f.prob_above(x) <= thinned.prob_above(x) * (1.0 + 1e-9)
+            })
+        });
+        if own_is_thinner {
+            return self;
+        }
+        self.fit = Some(thinned);
+        self.boot = base.boot.iter().map(thin).collect();
+        self.fit_quality = base.fit_quality;
+        self.fit_note = base.fit_note.clone();
+        self
+    }
+
     pub fn samples_per_s(&self) -> f64 {
         1e9 / self.sample_period_ns.0 as f64
     }
