@@ -74,6 +74,25 @@ pub fn online_cpus() -> Vec<u32> {
     (0..n).collect()
 }
 
+/// Every thread on the machine as (process id, thread id), read from
+/// `/proc/PID/task`: the one walker over all threads, for those who look
+/// for deadline threads, threads by name, or every thread's affinity.
+pub fn all_threads() -> Vec<(i32, i32)> {
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    let id = |e: &std::fs::DirEntry| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok());
+    for p in procs.flatten() {
+        let Some(pid) = id(&p) else { continue };
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        out.extend(tasks.flatten().filter_map(|t| id(&t)).map(|tid| (pid, tid)));
+    }
+    out
+}
+
 /// Start time of `pid` in clock ticks since boot (field 22 of
 /// `/proc/<pid>/stat`), if it is alive: with the pid, it names one process
 /// even after the pid is reused.

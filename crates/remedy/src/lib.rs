@@ -568,26 +568,14 @@ fn punctual_writable(p: &Path) -> bool {
 
 /// Every thread on the machine whose name is `comm`.
 pub fn threads_named(comm: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    let Ok(procs) = fs::read_dir("/proc") else {
-        return out;
-    };
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == comm) {
-                out.push(tid);
-            }
-        }
-    }
+    let mut out: Vec<i32> = punctual_live::sysinfo::all_threads()
+        .into_iter()
+        .filter(|&(pid, tid)| {
+            fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|c| c.trim_end() == comm)
+        })
+        .map(|(_, tid)| tid)
+        .collect();
     out.sort_unstable();
     out
 }

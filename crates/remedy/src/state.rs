@@ -43,27 +43,14 @@ fn cpuset_root() -> Option<std::path::PathBuf> {
 }
 
 fn threads() -> BTreeMap<i32, ThreadState> {
-    let mut out = BTreeMap::new();
-    let Ok(procs) = fs::read_dir("/proc") else {
-        return out;
-    };
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if let (Ok(a), Ok(s)) = (rt::thread_affinity(tid), rt::sched_getattr(tid)) {
-                out.insert(tid, (a, s.sched_policy, s.sched_priority));
-            }
-        }
-    }
-    out
+    punctual_live::sysinfo::all_threads()
+        .into_iter()
+        .filter_map(|(_, tid)| {
+            let a = rt::thread_affinity(tid).ok()?;
+            let s = rt::sched_getattr(tid).ok()?;
+            Some((tid, (a, s.sched_policy, s.sched_priority)))
+        })
+        .collect()
 }
 
 impl State {

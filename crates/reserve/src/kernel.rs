@@ -182,34 +182,19 @@ pub struct DlTask {
 /// Every SCHED_DEADLINE thread currently on the system.
 pub fn deadline_tasks() -> Vec<DlTask> {
     let mut out = Vec::new();
-    let Ok(procs) = fs::read_dir("/proc") else {
-        return out;
-    };
-    for p in procs.flatten() {
-        let name = p.file_name();
-        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if let Ok(a) = punctual_live::rt::sched_getattr(tid) {
-                if a.sched_policy == punctual_live::rt::SCHED_DEADLINE {
-                    let comm = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-                        .unwrap_or_default()
-                        .trim()
-                        .to_string();
-                    out.push(DlTask {
-                        tid,
-                        comm,
-                        runtime_ns: Nanos(a.sched_runtime),
-                        period_ns: Nanos(a.sched_period),
-                    });
-                }
+    for (pid, tid) in punctual_live::sysinfo::all_threads() {
+        if let Ok(a) = punctual_live::rt::sched_getattr(tid) {
+            if a.sched_policy == punctual_live::rt::SCHED_DEADLINE {
+                let comm = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
+                out.push(DlTask {
+                    tid,
+                    comm,
+                    runtime_ns: Nanos(a.sched_runtime),
+                    period_ns: Nanos(a.sched_period),
+                });
             }
         }
     }
