@@ -502,9 +502,12 @@ fn rt_throttling_is_named_and_own_threads_are_labelled() {
     // run, less its edges: the timer interrupt that throttles the probe
     // and the one that lets it run again are named as themselves (up to a
     // tenth of the stretch on this VM: 48.9 of 50 ms seen).
+    // The kernel may end a stretch early (runtime borrowed from another
+    // CPU's unused RT budget), so one stretch of at least half of it is
+    // asked: throttling named whole, not in crumbs.
     let gap_ns = ((period - runtime) * 1000) as u64;
     assert!(
-        throttle["total_ns"].as_u64().unwrap() >= gap_ns * 9 / 10,
+        throttle["max_ns"].as_u64().unwrap() >= gap_ns / 2,
         "{throttle}"
     );
     assert!(stdout.contains("hint: rt throttling"), "{stdout}");
