@@ -289,24 +289,12 @@ const DISPERSION_WINDOWS: usize = 10;
 /// bounded log's kept part is not spread like the rest), or holds fewer
 /// than 2 runs.
 fn dispersion(m: &TailModel, level: Nanos) -> f64 {
-    let mut at: Vec<u64> = m
-        .spike_log
-        .iter()
-        .filter(|(_, v)| *v > level)
-        .map(|(t, _)| t.0)
-        .collect();
+    let at = late_at(m, level);
     let bucket = m.tail.bucket_ns;
     if at.len() < 2 || (at.len() as u64) < m.tail.count_above((level.0 + bucket) as f64) {
         return 1.0;
     }
-    at.sort_unstable();
-    let gap = 2 * m.sample_period_ns.0;
-    let starts: Vec<u64> = at
-        .iter()
-        .enumerate()
-        .filter(|(i, t)| *i == 0 || **t - at[i - 1] > gap)
-        .map(|(_, t)| *t)
-        .collect();
+    let starts = run_starts(m, &at);
     let span = m.sample_period_ns.0.saturating_mul(m.tail.n).max(1);
     let mut counts = [0f64; DISPERSION_WINDOWS];
     for t in &starts {
@@ -327,19 +315,34 @@ fn dispersion(m: &TailModel, level: Nanos) -> f64 {
 /// the spike log's time stamps: a wake-up within two periods of the
 /// previous one beyond the level continues its run. 1 without a log.
 fn run_length(m: &TailModel, level: Nanos) -> f64 {
+    let at = late_at(m, level);
+    if at.len() < 2 {
+        return 1.0;
+    }
+    at.len() as f64 / run_starts(m, &at).len() as f64
+}
+
+/// Times of the logged wake-ups later than `level`, in order.
+fn late_at(m: &TailModel, level: Nanos) -> Vec<u64> {
     let mut at: Vec<u64> = m
         .spike_log
         .iter()
         .filter(|(_, v)| *v > level)
         .map(|(t, _)| t.0)
         .collect();
-    if at.len() < 2 {
-        return 1.0;
-    }
     at.sort_unstable();
+    at
+}
+
+/// The first wake-up of each run in `at` (sorted): one more than two
+/// periods after the previous late one starts a run.
+fn run_starts(m: &TailModel, at: &[u64]) -> Vec<u64> {
     let gap = 2 * m.sample_period_ns.0;
-    let runs = 1 + at.windows(2).filter(|w| w[1] - w[0] > gap).count();
-    at.len() as f64 / runs as f64
+    at.iter()
+        .enumerate()
+        .filter(|(i, t)| *i == 0 || **t - at[i - 1] > gap)
+        .map(|(_, t)| *t)
+        .collect()
 }
 
 /// One row of an MTTF-versus-buffering table.

@@ -201,18 +201,6 @@ pub fn hold_c_states(args: &CStateArgs, cpus: &[u32]) -> punctual_live::cstate::
     punctual_live::cstate::CStateHold::hold(args.request(), cpus)
 }
 
-/// Writes what `hold` held into the record (`config.c_states`) with one
-/// warning per request that could not be met.
-pub fn note_c_states(rec: &mut punctual_record::Record, hold: &punctual_live::cstate::CStateHold) {
-    rec.set_config("c_states", hold.config());
-    for message in hold.warnings() {
-        let w = punctual_record::Warning::Other { message };
-        if !rec.warnings.contains(&w) {
-            rec.warnings.push(w);
-        }
-    }
-}
-
 /// `--stop-at`, `--on-threshold` on `timer` and `noise` (cyclictest `-b`,
 /// rtla `-a`/`-T`): stop at the first sample over a threshold and keep
 /// the evidence.
@@ -474,6 +462,31 @@ pub fn read_replay<T>(
             })
         })
         .collect()
+}
+
+/// `--replay` of wake-up latencies: one latency in ns a line.
+pub fn latency_replay(path: &Path) -> Result<Vec<Nanos>, CliError> {
+    read_replay(path, "a latency in ns", |l| {
+        l.parse::<u64>().ok().map(Nanos)
+    })
+}
+
+/// The replayed busy loop's cost per step: a busy loop's order of
+/// magnitude.
+const REPLAY_STEP: Nanos = Nanos(50);
+
+/// `--replay` of stolen intervals: one `START_NS LEN_NS` a line.
+pub fn gap_replay(path: &Path) -> Result<punctual_live::noise::Replay, CliError> {
+    let gaps = read_replay(path, "START_NS LEN_NS", |l| {
+        let mut f = l
+            .split_whitespace()
+            .map(|x| x.parse::<u64>().ok().map(Nanos));
+        match (f.next(), f.next(), f.next()) {
+            (Some(Some(at)), Some(Some(len)), None) => Some((at, len)),
+            _ => None,
+        }
+    })?;
+    Ok(punctual_live::noise::Replay::new(REPLAY_STEP, gaps))
 }
 
 #[cfg(test)]

@@ -179,7 +179,7 @@ pub fn run_one_probe(
         for e in h.release() {
             eprintln!("punctual: could not restore: {e}");
         }
-        crate::opts::note_c_states(&mut rec, h);
+        h.note(&mut rec);
     }
     if let Some(p) = replay {
         rec.set_config("replay", p.display().to_string());

@@ -40,6 +40,24 @@ pub struct CStateRequest {
     pub deepest_idle_state: Option<u32>,
 }
 
+impl CStateRequest {
+    /// What a record's `config.c_states` ([`CStateHold::config`]) says
+    /// was in force, to hold the same again (nothing where nothing was,
+    /// or where the first run's request was refused).
+    pub fn in_force(config: Option<&serde_json::Value>) -> CStateRequest {
+        let num = |k: &str| {
+            config
+                .and_then(|v| v.get(k))
+                .and_then(|v| v.as_u64())
+                .and_then(|x| u32::try_from(x).ok())
+        };
+        CStateRequest {
+            dma_latency_us: num("dma_latency_us"),
+            deepest_idle_state: num("deepest_idle_state"),
+        }
+    }
+}
+
 /// One idle state disabled for the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Disabled {
@@ -247,6 +265,18 @@ impl CStateHold {
             ));
         }
         w
+    }
+
+    /// Writes what was held into `rec` (`config.c_states`), with one
+    /// warning per request that could not be met.
+    pub fn note(&self, rec: &mut punctual_record::Record) {
+        rec.set_config("c_states", self.config());
+        for message in self.warnings() {
+            let w = punctual_record::Warning::Other { message };
+            if !rec.warnings.contains(&w) {
+                rec.warnings.push(w);
+            }
+        }
     }
 
     /// Releases everything now (also done when dropped): the PM QoS

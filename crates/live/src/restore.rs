@@ -592,22 +592,28 @@ pub fn undo_own(dir: &Path) -> CleanupReport {
         if j.pid != me {
             continue;
         }
-        let mut errs = Vec::new();
-        for a in j.actions.iter().rev() {
-            match undo(a, dir, j.pid) {
-                Ok(Some(said)) => rep.undone.push(said),
-                Ok(None) => {}
-                Err(e) => errs.push(e),
-            }
-        }
-        if errs.is_empty() {
-            let _ = fs::remove_file(&p);
-            rep.cleaned.push(p);
-        } else {
-            rep.problems.extend(errs);
-        }
+        undo_journal(p, &j, dir, &mut rep);
     }
     rep
+}
+
+/// Undoes one journal's changes, newest first, into `rep`; the file is
+/// removed only when every change was put back, so a failure is retried.
+fn undo_journal(p: PathBuf, j: &Journal, dir: &Path, rep: &mut CleanupReport) {
+    let mut errs = Vec::new();
+    for a in j.actions.iter().rev() {
+        match undo(a, dir, j.pid) {
+            Ok(Some(said)) => rep.undone.push(said),
+            Ok(None) => {}
+            Err(e) => errs.push(e),
+        }
+    }
+    if errs.is_empty() {
+        let _ = fs::remove_file(&p);
+        rep.cleaned.push(p);
+    } else {
+        rep.problems.extend(errs);
+    }
 }
 
 /// Undoes the journals in `dir` of runs that died without cleaning up
@@ -647,20 +653,7 @@ pub fn cleanup_stale(dir: &Path) -> CleanupReport {
             rep.live.push(j.pid);
             continue;
         }
-        let mut errs = Vec::new();
-        for a in j.actions.iter().rev() {
-            match undo(a, dir, j.pid) {
-                Ok(Some(said)) => rep.undone.push(said),
-                Ok(None) => {}
-                Err(e) => errs.push(e),
-            }
-        }
-        if errs.is_empty() {
-            let _ = fs::remove_file(&p);
-            rep.cleaned.push(p);
-        } else {
-            rep.problems.extend(errs);
-        }
+        undo_journal(p, &j, dir, &mut rep);
     }
     remove_orphaned_instances(&mut rep);
     rep

@@ -11,6 +11,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use punctual_live::cstate::{CStateHold, CStateRequest};
 use punctual_live::noise::NoiseConfig;
 use punctual_live::rt::Policy;
 use punctual_live::timer::{TimerClock, TimerConfig};
@@ -46,6 +47,13 @@ pub enum ProbeSettings {
 }
 
 impl ProbeSettings {
+    pub fn cpus(&self) -> &[u32] {
+        match self {
+            ProbeSettings::Timer(c) => &c.cpus,
+            ProbeSettings::Noise(c) => &c.cpus,
+        }
+    }
+
     pub fn duration(&self) -> Nanos {
         match self {
             ProbeSettings::Timer(c) => c.duration,
@@ -84,6 +92,9 @@ pub struct Again {
     /// The loads, run for the whole of [`Again::duration`].
     pub loads: Vec<LoadSpec>,
     pub tracing: Tracing,
+    /// The C-states the first run held (`config.c_states`), held again
+    /// through the whole run so the two differ only by what changed.
+    pub c_states: CStateRequest,
 }
 
 impl Again {
@@ -165,6 +176,7 @@ pub fn again(rec: &Record, o: &Overrides) -> Result<Again, MeasureError> {
         probes,
         loads,
         tracing,
+        c_states: CStateRequest::in_force(rec.config.get("c_states")),
     };
     if let Some(c) = &o.cpus {
         for p in &mut a.probes {
@@ -195,6 +207,29 @@ pub fn again(rec: &Record, o: &Overrides) -> Result<Again, MeasureError> {
 /// verdicts are the command line's to add (`punctual check` prints and
 /// stores them from this record).
 pub fn run_again(
+    stop: Arc<AtomicBool>,
+    runner: &dyn Runner,
+    a: &Again,
+    started_at: String,
+) -> Result<Record, MeasureError> {
+    let mut cpus: Vec<u32> = a.probes.iter().flat_map(|p| p.cpus().to_vec()).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let mut held = CStateHold::hold(a.c_states, &cpus);
+    let rec = measure(stop, runner, a, started_at);
+    let problems = held.release();
+    let mut rec = rec?;
+    held.note(&mut rec);
+    for p in problems {
+        rec.warnings.push(punctual_record::Warning::Other {
+            message: format!("could not put the idle states back: {p}"),
+        });
+    }
+    Ok(rec)
+}
+
+/// [`run_again`]'s measurement, while the C-states are held.
+fn measure(
     stop: Arc<AtomicBool>,
     runner: &dyn Runner,
     a: &Again,

@@ -268,21 +268,7 @@ pub fn check(r: &Remedy) -> Result<(), RemedyError> {
             }
             check_cpus("moving a thread", to_cpus)?;
         }
-        Remedy::RtRuntime { value } => {
-            let period: i64 = fs::read_to_string(RT_PERIOD)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .ok_or_else(|| {
-                    RemedyError::Refused(format!(
-                        "this kernel has no {RT_PERIOD}, so RT throttling cannot be changed here"
-                    ))
-                })?;
-            if *value != -1 && !(0..=period).contains(value) {
-                return Err(RemedyError::Usage(format!(
-                    "sched_rt_runtime_us {value} is neither -1 (throttling off) nor within 0..={period} (sched_rt_period_us)"
-                )));
-            }
-        }
+        Remedy::RtRuntime { value } => check_rt_runtime(*value)?,
         Remedy::DmaLatency { us } => {
             if i32::try_from(*us).is_err() {
                 return Err(RemedyError::Usage(format!(
@@ -660,7 +646,8 @@ fn thread_affinity(
     Ok(())
 }
 
-fn rt_runtime(value: i64, j: &mut Restore, out: &mut Applied) -> Result<(), RemedyError> {
+/// Refuses a runtime the kernel would not take: -1 or within the period.
+fn check_rt_runtime(value: i64) -> Result<(), RemedyError> {
     let period: i64 = fs::read_to_string(RT_PERIOD)
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -674,6 +661,11 @@ fn rt_runtime(value: i64, j: &mut Restore, out: &mut Applied) -> Result<(), Reme
             "sched_rt_runtime_us {value} is neither -1 (throttling off) nor within 0..={period} (sched_rt_period_us)"
         )));
     }
+    Ok(())
+}
+
+fn rt_runtime(value: i64, j: &mut Restore, out: &mut Applied) -> Result<(), RemedyError> {
+    check_rt_runtime(value)?;
     let path = Path::new(RT_RUNTIME);
     let old = fs::read_to_string(path)
         .map_err(|e| write_err(&format!("cannot read {RT_RUNTIME}"), e))?

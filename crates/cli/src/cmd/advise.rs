@@ -212,15 +212,8 @@ fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResul
         again.kind,
         again.duration()
     );
-    // The C-states the first run held are held again, so the two runs
-    // differ by the fix alone.
-    let mut held = punctual_live::cstate::CStateHold::hold(c_states_of(rec), &record_cpus(rec));
     // On an error the journal, dropped with `applied`, undoes the fix.
-    let second = punctual_measure::again::run_again(stop, &terminal, &again, rfc3339_now());
-    for e in held.release() {
-        eprintln!("punctual: could not restore: {e}");
-    }
-    let second = second?;
+    let second = punctual_measure::again::run_again(stop, &terminal, &again, rfc3339_now())?;
     let problems = if keep {
         remedy::keep(applied, &mut journal)
     } else {
@@ -251,28 +244,6 @@ fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResul
         )));
     }
     Ok(())
-}
-
-/// What the record's run held of the C-states (`config.c_states`).
-fn c_states_of(rec: &Record) -> punctual_live::cstate::CStateRequest {
-    let c = rec.config.get("c_states");
-    let num = |k: &str| {
-        c.and_then(|v| v.get(k))
-            .and_then(|v| v.as_u64())
-            .and_then(|x| u32::try_from(x).ok())
-    };
-    punctual_live::cstate::CStateRequest {
-        dma_latency_us: num("dma_latency_us"),
-        deepest_idle_state: num("deepest_idle_state"),
-    }
-}
-
-/// The CPUs the record measured.
-fn record_cpus(rec: &Record) -> Vec<u32> {
-    let mut v: Vec<u32> = rec.series.iter().filter_map(|s| s.cpu).collect();
-    v.sort_unstable();
-    v.dedup();
-    v
 }
 
 fn remedy_err(e: RemedyError) -> CliError {

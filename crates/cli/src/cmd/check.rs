@@ -262,6 +262,14 @@ struct Round {
     causes: String,
 }
 
+/// The rounds' whole time and their timer halves' time.
+fn totals(rounds: &[Round]) -> (Nanos, Nanos) {
+    (
+        rounds.iter().map(|x| x.elapsed).sum(),
+        rounds.iter().map(|x| x.timer_elapsed).sum(),
+    )
+}
+
 /// What every round measures with.
 struct Plan<'a> {
     args: &'a Args,
@@ -647,13 +655,11 @@ pub fn run(args: Args) -> CliResult {
         None => None,
     };
     let timer_replay = match &args.replay_timer {
-        Some(p) => Some(opts::read_replay(p, "a latency in ns", |l| {
-            l.parse::<u64>().ok().map(Nanos)
-        })?),
+        Some(p) => Some(opts::latency_replay(p)?),
         None => None,
     };
     let noise_replay = match &args.replay_noise {
-        Some(p) => Some(crate::cmd::noise::read_replay(p)?),
+        Some(p) => Some(opts::gap_replay(p)?),
         None => None,
     };
     let load_specs = opts::load_specs(args.load.as_deref())?;
@@ -685,11 +691,6 @@ pub fn run(args: Args) -> CliResult {
     };
     let mut rounds = vec![plan.round(&session, &stop, false)?];
     if args.until_decided {
-        let share = |r: &[Round]| {
-            let e: Nanos = r.iter().map(|x| x.elapsed).sum();
-            let t: Nanos = r.iter().map(|x| x.timer_elapsed).sum();
-            (e, t, t.as_secs_f64() / e.as_secs_f64().max(1e-9))
-        };
         loop {
             let (rec, windows) = combine(&rounds)?;
             let (v, _) = verdicts_of(&rec, &windows, &profiles);
@@ -697,7 +698,8 @@ pub fn run(args: Args) -> CliResult {
                 .iter()
                 .filter(|x| x.state == VerdictState::Inconclusive)
                 .collect();
-            let (elapsed, timer, timer_share) = share(&rounds);
+            let (elapsed, timer) = totals(&rounds);
+            let timer_share = timer.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
             let left = time_left(&open, timer, timer_share);
             let why_stop = if open.is_empty() {
                 Some("every verdict is decided".to_string())
@@ -742,11 +744,7 @@ pub fn run(args: Args) -> CliResult {
     }
     let causes: String = rounds.iter().map(|r| r.causes.as_str()).collect();
     if rounds.len() > 1 {
-        let (elapsed, timer, _) = {
-            let e: Nanos = rounds.iter().map(|x| x.elapsed).sum();
-            let t: Nanos = rounds.iter().map(|x| x.timer_elapsed).sum();
-            (e, t, ())
-        };
+        let (elapsed, timer) = totals(&rounds);
         println!(
             "\n== all {} rounds together: {timer} of wake-ups in {elapsed}",
             rounds.len()
@@ -758,7 +756,7 @@ pub fn run(args: Args) -> CliResult {
         for e in held.release() {
             eprintln!("punctual: could not restore: {e}");
         }
-        opts::note_c_states(&mut rec, held);
+        held.note(&mut rec);
     }
     print!("{}", probe::c_states_line(&rec));
     print!("{causes}");

@@ -1,10 +1,10 @@
 //! `punctual noise`: time stolen from a busy thread per CPU (the
 //! oslat/sysjitter measurement), beside what the kernel admits to.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use punctual_live::noise::{NoiseConfig, Replay};
+use punctual_live::noise::NoiseConfig;
 use punctual_measure::Noise;
 use punctual_record::Nanos;
 
@@ -56,23 +56,6 @@ pub struct Args {
     pub replay: Option<PathBuf>,
 }
 
-/// The replayed loop's cost per step: a busy loop's order of magnitude.
-const REPLAY_STEP: Nanos = Nanos(50);
-
-/// `--replay`: stolen intervals, one `START_NS LEN_NS` a line.
-pub(crate) fn read_replay(path: &Path) -> Result<Replay, CliError> {
-    let gaps = opts::read_replay(path, "START_NS LEN_NS", |l| {
-        let mut f = l
-            .split_whitespace()
-            .map(|x| x.parse::<u64>().ok().map(Nanos));
-        match (f.next(), f.next(), f.next()) {
-            (Some(Some(at)), Some(Some(len)), None) => Some((at, len)),
-            _ => None,
-        }
-    })?;
-    Ok(Replay::new(REPLAY_STEP, gaps))
-}
-
 /// Shorter runs hold too few loop steps to tell a stolen gap from the
 /// loop's own cost.
 const MIN_DURATION: Nanos = Nanos(1_000_000);
@@ -115,7 +98,7 @@ pub fn run(args: Args) -> CliResult {
     opts::check_output("--json", &args.common.json)?;
     opts::check_output("--stop-trace", &args.stop.stop_trace)?;
     let replay = match &args.replay {
-        Some(p) => Some(read_replay(p)?),
+        Some(p) => Some(opts::gap_replay(p)?),
         None => None,
     };
     let sink = cfg.samples.clone();

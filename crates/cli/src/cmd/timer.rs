@@ -101,9 +101,7 @@ pub fn run(args: Args) -> CliResult {
     opts::check_output("--stop-trace", &args.stop.stop_trace)?;
     opts::check_output("--hist", &args.hist)?;
     let replay = match &args.replay {
-        Some(p) => Some(opts::read_replay(p, "a latency in ns", |l| {
-            l.parse::<u64>().ok().map(Nanos)
-        })?),
+        Some(p) => Some(opts::latency_replay(p)?),
         None => None,
     };
     let sink = cfg.samples.clone();
