@@ -171,16 +171,11 @@ pub fn run_one_probe(
     };
     let terminal = Terminal::default();
     let session = punctual_measure::Session::new(crate::interrupt::stop_flag(), &terminal);
-    let mut held = replay
-        .is_none()
-        .then(|| crate::opts::hold_c_states(c_states, req.probe.cpus()));
-    let mut rec = session.run(&req, rfc3339_now())?.record;
-    if let Some(h) = held.as_mut() {
-        for e in h.release() {
-            eprintln!("punctual: could not restore: {e}");
-        }
-        h.note(&mut rec);
-    }
+    let cpus = req.probe.cpus().to_vec();
+    let c_states = replay.is_none().then(|| c_states.request());
+    let mut rec = punctual_live::cstate::holding(c_states, &cpus, || {
+        Ok::<_, CliError>(session.run(&req, rfc3339_now())?.record)
+    })?;
     if let Some(p) = replay {
         rec.set_config("replay", p.display().to_string());
     }

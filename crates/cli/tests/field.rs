@@ -106,6 +106,100 @@ fn c_states_are_held_for_the_run_said_and_put_back() {
     );
 }
 
+/// `cause` and `validate` hold the C-states as the probe verbs do, and
+/// `monitor` leaves them free unless asked; each says which, and the idle
+/// states read as before afterwards.
+#[test]
+fn cause_validate_and_monitor_say_which_c_states_they_held() {
+    let Some(disable) = cpu0_deepest_disable().filter(|_| is_root()) else {
+        eprintln!("skipped: needs root and a CPU 0 with two cpuidle states or more");
+        return;
+    };
+    let _live = live();
+    let before = read_trim(&disable);
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let (c, v, m) = (
+        dir.path().join("c.json"),
+        dir.path().join("v.json"),
+        dir.path().join("m.prom"),
+    );
+    let out = punctual()
+        .args([
+            "cause",
+            "--probe",
+            "noise",
+            "--cpus",
+            "0",
+            "--duration",
+            "500ms",
+        ])
+        .args(["--deepest-idle-state", "0", "--json"])
+        .arg(&c)
+        .env("PUNCTUAL_RUN_DIR", &run)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("C-states: /dev/cpu_dma_latency held at 0us; idle states deeper than 0"),
+        "{stdout}"
+    );
+    assert_eq!(read_json(&c)["config"]["c_states"]["dma_latency_us"], 0);
+    assert_eq!(read_trim(&disable), before, "cause put the idle state back");
+
+    let out = punctual()
+        .args([
+            "validate",
+            "--cpu",
+            "0",
+            "--duration",
+            "1s",
+            "--rounds",
+            "1",
+        ])
+        .args(["--load", "none", "--json"])
+        .arg(&v)
+        .env("PUNCTUAL_RUN_DIR", &run)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("C-states: /dev/cpu_dma_latency held at 0us"),
+        "{stdout}"
+    );
+    assert_eq!(read_json(&v)["c_states"]["dma_latency_us"], 0);
+
+    let out = punctual()
+        .args([
+            "monitor",
+            "--cpus",
+            "0",
+            "--listen",
+            "off",
+            "--duration",
+            "300ms",
+        ])
+        .arg("--textfile")
+        .arg(&m)
+        .env("PUNCTUAL_RUN_DIR", &run)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("C-states: /dev/cpu_dma_latency not held"),
+        "{stderr}"
+    );
+    assert_eq!(read_trim(&disable), before);
+    assert_eq!(
+        std::fs::read_dir(&run).map_or(0, |d| d.count()),
+        0,
+        "no journal is left"
+    );
+}
+
 /// A run killed while it holds the idle states leaves its journal, and the
 /// next verb, whatever it is, puts them back and says so.
 #[test]

@@ -290,6 +290,32 @@ impl CStateHold {
     }
 }
 
+/// Runs `run` with the C-states `req` asks for held on `cpus`, then puts
+/// them back and writes into the record what was held, with a warning for
+/// anything that could not be met or put back. `None` (a replayed feed,
+/// which no idle state can delay) just runs. Every measuring verb goes
+/// through here, so a record always says which C-states its numbers saw.
+pub fn holding<E>(
+    req: Option<CStateRequest>,
+    cpus: &[u32],
+    run: impl FnOnce() -> Result<punctual_record::Record, E>,
+) -> Result<punctual_record::Record, E> {
+    let Some(req) = req else {
+        return run();
+    };
+    let mut held = CStateHold::hold(req, cpus);
+    let rec = run();
+    let problems = held.release();
+    let mut rec = rec?;
+    held.note(&mut rec);
+    for p in problems {
+        rec.warnings.push(punctual_record::Warning::Other {
+            message: format!("could not put the idle states back: {p}"),
+        });
+    }
+    Ok(rec)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

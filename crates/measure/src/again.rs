@@ -11,7 +11,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use punctual_live::cstate::{CStateHold, CStateRequest};
+use punctual_live::cstate::CStateRequest;
 use punctual_live::noise::NoiseConfig;
 use punctual_live::rt::Policy;
 use punctual_live::timer::{TimerClock, TimerConfig};
@@ -215,17 +215,9 @@ pub fn run_again(
     let mut cpus: Vec<u32> = a.probes.iter().flat_map(|p| p.cpus().to_vec()).collect();
     cpus.sort_unstable();
     cpus.dedup();
-    let mut held = CStateHold::hold(a.c_states, &cpus);
-    let rec = measure(stop, runner, a, started_at);
-    let problems = held.release();
-    let mut rec = rec?;
-    held.note(&mut rec);
-    for p in problems {
-        rec.warnings.push(punctual_record::Warning::Other {
-            message: format!("could not put the idle states back: {p}"),
-        });
-    }
-    Ok(rec)
+    punctual_live::cstate::holding(Some(a.c_states), &cpus, || {
+        measure(stop, runner, a, started_at)
+    })
 }
 
 /// [`run_again`]'s measurement, while the C-states are held.

@@ -66,6 +66,8 @@ pub struct Args {
     pub cause_threshold: Option<Nanos>,
     #[command(flatten)]
     pub common: ProbeArgs,
+    #[command(flatten)]
+    pub c_states: opts::CStateArgs,
     /// Trace ring size per CPU in KiB.
     #[arg(long, default_value_t = 8192)]
     pub buffer_kb: u32,
@@ -175,7 +177,10 @@ pub fn run(args: Args) -> CliResult {
     };
     let terminal = Terminal { announce: true };
     let session = Session::new(crate::interrupt::stop_flag(), &terminal);
-    let rec = session.run(&req, crate::output::rfc3339_now())?.record;
+    let cpus = req.probe.cpus().to_vec();
+    let rec = punctual_live::cstate::holding(Some(args.c_states.request()), &cpus, || {
+        Ok::<_, CliError>(session.run(&req, crate::output::rfc3339_now())?.record)
+    })?;
     print!(
         "{}",
         punctual_report::text::cause_verb(&rec, args.top, args.show_spikes)

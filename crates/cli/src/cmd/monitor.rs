@@ -53,6 +53,17 @@ pub struct Args {
     /// Stop after this long (default: run until Ctrl-C / SIGTERM).
     #[arg(long, value_parser = opts::positive_duration)]
     pub duration: Option<Nanos>,
+    /// Hold /dev/cpu_dma_latency at this many microseconds while the
+    /// monitor runs (as `timer --dma-latency`). Off by default, unlike the
+    /// probe verbs: a monitor runs for weeks, and held C-states would keep
+    /// every CPU out of idle all that time; its figures are then what the
+    /// machine's own applications meet in its normal power state.
+    #[arg(long, value_name = "US", default_value = "off", value_parser = opts::dma_latency)]
+    pub dma_latency: opts::DmaLatency,
+    /// Disable the monitored CPUs' cpuidle states deeper than N while it
+    /// runs, put back on every exit through the restore journal.
+    #[arg(long, value_name = "N")]
+    pub deepest_idle_state: Option<u32>,
 }
 
 fn load_state(path: &Path, cpus: &[u32], rate: u32) -> CliResult<(MonitorState, bool)> {
@@ -174,6 +185,20 @@ pub fn run(a: Args) -> CliResult {
         }
     }
 
+    let mut held = punctual_live::cstate::CStateHold::hold(
+        punctual_live::cstate::CStateRequest {
+            dma_latency_us: a.dma_latency.0,
+            deepest_idle_state: a.deepest_idle_state,
+        },
+        &cpus,
+    );
+    eprint!(
+        "monitor: {}",
+        punctual_report::text::probe::c_states_text(&held.config())
+    );
+    for w in held.warnings() {
+        eprintln!("monitor: warning: {w}");
+    }
     let period = Nanos(1_000_000_000 / a.rate as u64);
     let mut threads = Vec::new();
     for &cpu in &cpus {
@@ -250,6 +275,9 @@ pub fn run(a: Args) -> CliResult {
     }
     if let Some(s) = server {
         let _ = s.join();
+    }
+    for p in held.release() {
+        eprintln!("monitor: warning: could not put the idle states back: {p}");
     }
     // The probes' last samples since the loop's final persist.
     result.and_then(|_| persist(&state, &a))

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use punctual_analysis::buffer::{self, Buffering, Compute};
 use punctual_analysis::forecast::{GapStalls, TailModel};
+use punctual_live::cstate::CStateHold;
 use punctual_live::inject::{NeighborConfig, NoisyNeighbor};
 use punctual_live::noise::{self as noise_probe, NoiseConfig, UNTHROTTLED_STRETCH};
 use punctual_live::rt::Policy;
@@ -79,6 +80,10 @@ pub struct Args {
     /// be rerun from it with `punctual forecast` (`--stalls`).
     #[arg(long, value_name = "DIR")]
     pub records: Option<std::path::PathBuf>,
+    /// The timer, consumer and noise phases all run under the same
+    /// C-states, so the forecast is made from what the consumer then meets.
+    #[command(flatten)]
+    pub c_states: opts::CStateArgs,
 }
 
 /// Checks the flags, measures each load in turn (until interrupted),
@@ -86,18 +91,29 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult {
     let (b, loads) = setup(&a)?;
     let stop = crate::interrupt::stop_flag();
+    let mut held = CStateHold::hold(a.c_states.request(), &[a.cpu]);
     let mut cases = Vec::new();
     for load in loads {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let Some(case) = measure_load(&a, &b, load, &stop)? else {
+        let Some(case) = measure_load(&a, &b, load, &stop, &held)? else {
             break;
         };
         cases.push(case);
     }
+    for p in held.release() {
+        eprintln!("warning: could not put the idle states back: {p}");
+    }
+    for w in held.warnings() {
+        eprintln!("warning: {w}");
+    }
     print!("{}", text::table(&cases, &b, a.cpu, a.duration, a.rounds));
-    write_json(&a, &b, &cases)
+    print!(
+        "{}",
+        punctual_report::text::probe::c_states_text(&held.config())
+    );
+    write_json(&a, &b, &cases, &held)
 }
 
 /// The buffering and the loads asked for, once every flag is checked and
@@ -160,6 +176,7 @@ fn measure_load(
     b: &Buffering,
     load: &str,
     stop: &Arc<AtomicBool>,
+    held: &CStateHold,
 ) -> CliResult<Option<Case>> {
     let phase = Nanos(a.duration.0 / a.rounds as u64);
     let mut rec: Option<Recorder> = None;
@@ -229,12 +246,14 @@ fn measure_load(
         r.series.push(series_rec.clone());
         r.spikes = spikes.clone();
         r.spikes_dropped = spikes_dropped;
+        held.note(&mut r);
         let p = dir.join(format!("timer-{load}.json"));
         r.write(&p)
             .map_err(|e| CliError::runtime(format!("--records {}: {e}", p.display())))?;
         let p = dir.join(format!("noise-{load}.json"));
-        np.record(a.cpu)
-            .write(&p)
+        let mut nr = np.record(a.cpu);
+        held.note(&mut nr);
+        nr.write(&p)
             .map_err(|e| CliError::runtime(format!("--records {}: {e}", p.display())))?;
         if let Some(c) = &computes {
             // The consumer's compute times (c plus whatever stalled
@@ -322,7 +341,7 @@ fn measure_load(
 }
 
 /// `--json`: the buffering and every load's case, written atomically.
-fn write_json(a: &Args, b: &Buffering, cases: &[Case]) -> CliResult {
+fn write_json(a: &Args, b: &Buffering, cases: &[Case], held: &CStateHold) -> CliResult {
     if let Some(p) = &a.json {
         let doc = json!({
             "tool": "punctual validate",
@@ -330,6 +349,7 @@ fn write_json(a: &Args, b: &Buffering, cases: &[Case]) -> CliResult {
             "cpu": a.cpu,
             "phase_ns": a.duration,
             "rounds": a.rounds,
+            "c_states": held.config(),
             "cases": cases,
         });
         punctual_record::write_atomic(

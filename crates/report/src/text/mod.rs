@@ -78,6 +78,7 @@ pub fn cause_verb(rec: &Record, top: usize, spikes: usize) -> String {
     } else {
         probe::latency_table(rec)
     };
+    out.push_str(&probe::c_states_line(rec));
     out.push('\n');
     if let Some(sum) = rec.cause() {
         out.push_str(&cause::report(&sum, rec, top, spikes));

@@ -138,9 +138,15 @@ pub fn stopped_line(rec: &Record) -> String {
 /// `config.c_states` (one line), or nothing when the record does not say
 /// (a replayed feed, an older record).
 pub fn c_states_line(rec: &Record) -> String {
-    let Some(v) = rec.config.get("c_states") else {
-        return String::new();
-    };
+    rec.config
+        .get("c_states")
+        .map(c_states_text)
+        .unwrap_or_default()
+}
+
+/// The `C-states:` line from what a run held (`config.c_states`, or the
+/// `c_states` key of a verb that writes no record, such as `validate`).
+pub fn c_states_text(v: &serde_json::Value) -> String {
     let dma = match v.get("dma_latency_us") {
         Some(serde_json::Value::Number(n)) => format!("/dev/cpu_dma_latency held at {n}us"),
         _ => "/dev/cpu_dma_latency not held".to_string(),
