@@ -3,6 +3,9 @@
 # same CPU, 100 Hz, SCHED_FIFO 50, same duration, alternating rounds.
 # Medians of CPU time per wake-up (user+sys from wait4 rusage / wake-ups:
 # what leaving it running costs) and of the largest latency each saw.
+# Both hold /dev/cpu_dma_latency at 0 (cyclictest's default; the monitor's
+# --dma-latency 0), since a wake-up's cost depends on the idle state the
+# CPU left.
 #
 # usage: bench/monitor-vs-cyclictest.sh [ROUNDS=5] [SECONDS=20] [CPU=1]
 set -euo pipefail
@@ -14,7 +17,8 @@ BIN=${CARGO_TARGET_DIR:-target}/release/punctual
 OUT=$(mktemp -d)
 for r in $(seq 1 "$ROUNDS"); do
   python3 bench/_rusage_run.py "$OUT/p$r" "$BIN" monitor --cpus "$CPU" --rate 100 --priority 50 \
-      --listen off --textfile "$OUT/p$r.prom" --persist-every 60s --duration "${SECS}s"
+      --listen off --textfile "$OUT/p$r.prom" --persist-every 60s --duration "${SECS}s" \
+      --dma-latency 0
   python3 bench/_rusage_run.py "$OUT/c$r" cyclictest -q -m -a "$CPU" -t 1 -p 50 --policy=fifo \
       -i 10000 -D "$SECS"
 done
