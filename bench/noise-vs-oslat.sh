@@ -3,10 +3,12 @@
 # and duration, alternating rounds; medians of the loop's iteration cost
 # (duration / iterations) and of the total detected gap time.
 #
-# oslat keeps a 1-us histogram whose last bucket (>= 32 us) holds every long
-# loop without its length, so it has no total of stolen time to compare;
-# the comparison is of gap counts in the same classes (2-32 us, >= 32 us)
-# and the maximum; punctual's exact total (gaps above its 1 us threshold,
+# oslat keeps a 1-us histogram whose key k counts loops of [k-1, k) us (key
+# 1 holds the ordinary sub-microsecond loops) and whose last key (32 by
+# default) holds every loop of 31 us or more without its length, so it has
+# no total of stolen time to compare. The comparison is of gap counts in the
+# same classes, 2-31 us (oslat keys 3..31) and >= 31 us (its last key), and
+# of the maximum; punctual's exact total (gaps above its 1 us threshold,
 # fixed here) is shown beside.
 #
 # usage: bench/noise-vs-oslat.sh [ROUNDS=5] [SECONDS=10] [CPU=1]
@@ -27,21 +29,24 @@ import sys, json, statistics as st
 out, rounds, secs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 P, O = [], []
 for r in range(1, rounds + 1):
-    p = json.load(open(f'{out}/p{r}.json'))
-    s = p['stolen'][0]
-    loop = p['extra']['noise_loop']['cpus'][f"cpu{s['cpu']}"]
-    g = next(x for x in p['series'] if x['metric'] == 'gap')['histogram']['buckets']
-    mid = sum(c for lo, c in g if 2000 <= lo < 32000)
-    big = sum(c for lo, c in g if lo >= 32000)
-    P.append((s['observed_ns'] / max(loop['iterations'], 1), mid, big, s['max_ns'] / 1e3, s['total_ns'] / 1e6))
     o = json.load(open(f'{out}/o{r}.json'))
     t = next(iter(o['thread'].values()))
     h = {int(k): v for k, v in t['histogram'].items()}
     n = sum(h.values())
     last = max(h)
-    mid = sum(v for k, v in h.items() if 2 <= k < last)
+    # Key k is [k-1, k) us: 2 us and up starts at key 3, the last key is
+    # everything from last-1 us.
+    edge_us = last - 1
+    mid = sum(v for k, v in h.items() if 3 <= k < last)
     O.append((t['duration'] * 1e9 / max(n, 1), mid, h.get(last, 0), t['max'], float('nan')))
-print(f"{'tool':<9} {'loop ns':>8} {'gaps 2-32us':>12} {'gaps >=32us':>12} {'max us':>9} {'stolen ms':>10}   (medians of {rounds} rounds of {secs} s)")
+    p = json.load(open(f'{out}/p{r}.json'))
+    s = p['stolen'][0]
+    loop = p['extra']['noise_loop']['cpus'][f"cpu{s['cpu']}"]
+    g = next(x for x in p['series'] if x['metric'] == 'gap')['histogram']['buckets']
+    mid = sum(c for lo, c in g if 2000 <= lo < edge_us * 1000)
+    big = sum(c for lo, c in g if lo >= edge_us * 1000)
+    P.append((s['observed_ns'] / max(loop['iterations'], 1), mid, big, s['max_ns'] / 1e3, s['total_ns'] / 1e6))
+print(f"{'tool':<9} {'loop ns':>8} {'gaps 2-31us':>12} {'gaps >=31us':>12} {'max us':>9} {'stolen ms':>10}   (medians of {rounds} rounds of {secs} s)")
 med = {}
 for name, v in (('punctual', P), ('oslat', O)):
     m = [st.median(x[i] for x in v) for i in range(5)]
@@ -49,7 +54,7 @@ for name, v in (('punctual', P), ('oslat', O)):
     print(f"{name:<9} {m[0]:>8.1f} {m[1]:>12.0f} {m[2]:>12.0f} {m[3]:>9.0f} {m[4]:>10.1f}")
 p, o = med['punctual'], med['oslat']
 r = lambda a, b: a / b if b else float('nan')
-print(f"ratio punctual/oslat: loop cost {r(p[0], o[0]):.3f}  gaps 2-32us {r(p[1], o[1]):.3f}  gaps >=32us {r(p[2], o[2]):.3f}  max {r(p[3], o[3]):.3f}")
-print("(oslat keeps no total: its last bucket holds every loop >= 32 us without their lengths)")
+print(f"ratio punctual/oslat: loop cost {r(p[0], o[0]):.3f}  gaps 2-31us {r(p[1], o[1]):.3f}  gaps >=31us {r(p[2], o[2]):.3f}  max {r(p[3], o[3]):.3f}")
+print("(oslat keeps no total: its last key holds every loop >= 31 us without their lengths)")
 PY
 rm -rf "$OUT"
