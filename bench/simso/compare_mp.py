@@ -35,7 +35,8 @@ def punctual(binary, toml, policy, duration=None):
     if duration:
         cmd += ["--duration", duration]
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     return wall, json.load(open(out))["extra"]["sim"]["tasks"]
 
@@ -54,7 +55,8 @@ def job_events(tasks):
 def main():
     work, binary, py = sys.argv[1:4]
     rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 0
-    sets = sorted(glob.glob(f"{work}/mp*.json"))
+    sets = sorted(p for p in glob.glob(f"{work}/mp*.json")
+                  if not p.endswith(".out.json"))
     all_same = True
     ratios = {p: [] for p in POLICIES}
     print(f"{'set':12} {'policy':11} {'cpus':>4} {'tasks':>5} "

@@ -11,7 +11,11 @@ Conventions, matched by punctual's sim.multiprocessor (docs/scenario-format.md):
 - preemptions are SimSo's preemption_inter_count (a job resumed on the CPU
   it left after another job ran there), migrations its migration_count (a
   job resumed on another CPU), task migrations its task_migrations (a job
-  that starts on another CPU than its task last ran on).
+  that starts on another CPU than its task last ran on). Global scheduling
+  in punctual counts the same way, when the job resumes; partitioned
+  scheduling runs on punctual's one-CPU engine, which counts a preemption
+  when it happens, so a job still preempted when the window closes is
+  added to SimSo's count there.
 
 SimSo's global EDF prints a line for every decision; that print is
 silenced (it would otherwise dominate SimSo's time and the speed ratio).
@@ -24,12 +28,26 @@ import time
 
 from simso.configuration import Configuration
 from simso.core import Model
+from simso.core.JobEvent import JobEvent
 import simso.schedulers.EDF as simso_gedf
 
 simso_gedf.print = lambda *a, **k: None
 
 CLASSES = {"global": "simso.schedulers.EDF",
            "partitioned": "simso.schedulers.P_EDF"}
+
+
+def preempted_at_end(task, duration):
+    """1 when the task's last job event in the window is a preemption: the
+    job was waiting to resume when the window closed. Partitioned runs use
+    punctual's one-CPU engine, which counts a preemption when it happens;
+    SimSo counts it when the job resumes."""
+    last = None
+    for t, e in task.monitor:
+        if t < duration and e.event in (JobEvent.EXECUTE, JobEvent.PREEMPTED,
+                                         JobEvent.TERMINATED):
+            last = e.event
+    return int(last == JobEvent.PREEMPTED)
 
 
 def main():
@@ -60,7 +78,9 @@ def main():
             "deadline_misses": sum(1 for j in jobs if j.exceeded_deadline or (
                 (j.end_date is None or j.end_date >= cfg.duration)
                 and j.absolute_deadline * cfg.cycles_per_ms < cfg.duration)),
-            "preemptions": sum(j.preemption_inter_count for j in jobs),
+            "preemptions": sum(j.preemption_inter_count for j in jobs)
+            + (preempted_at_end(task.task, cfg.duration) if policy == "partitioned"
+               else 0),
             "migrations": sum(j.migration_count for j in jobs),
             "task_migrations": sum(1 for d, _ in task.task_migrations
                                    if d < cfg.duration),

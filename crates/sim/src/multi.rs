@@ -23,7 +23,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use punctual_record::{Recorder, Timeline};
-use punctual_sched::global::{assign, GlobalJob};
+use punctual_sched::global::{assign, decide, GlobalJob};
 use punctual_sched::placement::{self, Fit, CPU_PPB};
 use punctual_units::Nanos;
 use toml::Spanned;
@@ -81,20 +81,21 @@ pub fn mode(scn: &Scenario) -> Result<Option<Mode>, ScenarioError> {
             }
         }),
     };
-    let m =
-        match &s.multiprocessor {
-            None => None,
-            Some(m) => Some(match m.get_ref().as_str() {
-                "global" => Mode::Global,
-                "partitioned" => Mode::Partitioned(fit.unwrap_or(Fit::First)),
-                other => return Err(scn.error_at(
+    let m = match &s.multiprocessor {
+        None => None,
+        Some(m) => Some(match m.get_ref().as_str() {
+            "global" => Mode::Global,
+            "partitioned" => Mode::Partitioned(fit.unwrap_or(Fit::First)),
+            other => {
+                return Err(scn.error_at(
                     m.span(),
                     format!(
                         "sim.multiprocessor = \"{other}\": expected \"global\" or \"partitioned\""
                     ),
-                )),
-            }),
-        };
+                ))
+            }
+        }),
+    };
     if let (Some(p), false) = (&s.placement, matches!(m, Some(Mode::Partitioned(_)))) {
         return Err(scn.error_at(
             p.span(),
@@ -312,6 +313,20 @@ fn partition(scn: &Scenario, fit: Fit) -> Result<(Scenario, MultiStats), Scenari
     ))
 }
 
+/// What one event of an instant asks of the global scheduler.
+#[derive(Clone, Copy, Debug)]
+enum Ask {
+    /// The job on `cpu` completed (`seq`: when it was put there), and a
+    /// queued job of its task, if any, took its place.
+    Done {
+        cpu: usize,
+        seq: u64,
+        queued: Option<usize>,
+    },
+    /// A job of `task` was released (`seq`: when its release was made).
+    Release { task: usize, seq: u64 },
+}
+
 struct GTask {
     period: Nanos,
     exec: Dist,
@@ -352,8 +367,19 @@ struct GlobalSim {
     seed: u64,
     tasks: Vec<GTask>,
     cpus: Vec<GCpu>,
-    /// Next release of each task, earliest first (ties: scenario order).
-    releases: BinaryHeap<Reverse<(Nanos, usize)>>,
+    /// Next release of each task, earliest first, then in the order they
+    /// were made (SimSo's event order).
+    releases: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
+    /// Counts releases and dispatches as they are made: the order of
+    /// events due at one instant.
+    seq: u64,
+    /// Per CPU, when its job was put on it ([`GlobalSim::seq`]).
+    dispatched: Vec<u64>,
+    /// What this instant's events ask of the scheduler, in the order the
+    /// events were made.
+    asks: Vec<Ask>,
+    /// Per CPU, whether it ran a job just before this instant.
+    busy: Vec<bool>,
     events: u64,
     picks: u64,
     spike_threshold: Nanos,
@@ -399,7 +425,7 @@ impl GlobalSim {
             };
             let edf = t.class.as_ref().is_some_and(|c| c.get_ref() == "edf");
             if t.stop.is_none_or(|s| t.phase.0 < s.0) {
-                releases.push(Reverse((t.phase.0, i)));
+                releases.push(Reverse((t.phase.0, i as u64, i)));
             }
             tasks.push(GTask {
                 period,
@@ -451,6 +477,10 @@ impl GlobalSim {
                 };
                 ncpu as usize
             ],
+            seq: f.task.len() as u64,
+            dispatched: vec![0; ncpu as usize],
+            asks: Vec::new(),
+            busy: vec![false; ncpu as usize],
             releases,
             events: 0,
             picks: 0,
@@ -498,17 +528,31 @@ impl GlobalSim {
             self.now = t;
             // Completions first, then releases, then one decision for the
             // instant: SimSo decides once per instant too.
+            let mut done: Vec<usize> = (0..self.cpus.len())
+                .filter(|&c| self.done_at(c) == Some(t))
+                .collect();
+            done.sort_by_key(|&c| self.dispatched[c]);
+            self.asks.clear();
             for c in 0..self.cpus.len() {
-                if self.done_at(c) == Some(t) {
-                    self.complete(c);
-                }
+                self.busy[c] = self.cpus[c].task.is_some();
             }
-            while let Some(&Reverse((rt, ti))) = self.releases.peek() {
+            for c in done {
+                let seq = self.dispatched[c];
+                let queued = self.complete(c);
+                self.asks.push(Ask::Done {
+                    cpu: c,
+                    seq,
+                    queued,
+                });
+            }
+            while let Some(&Reverse((rt, seq, ti))) = self.releases.peek() {
                 if rt != t {
                     break;
                 }
                 self.releases.pop();
-                self.release(ti);
+                if self.release(ti) {
+                    self.asks.push(Ask::Release { task: ti, seq });
+                }
             }
             self.dispatch();
         }
@@ -523,12 +567,15 @@ impl GlobalSim {
         }
     }
 
-    fn release(&mut self, ti: usize) {
+    /// A release of task `ti`; returns whether a job of it became ready
+    /// (it was idle).
+    fn release(&mut self, ti: usize) -> bool {
         let now = self.now;
+        self.seq += 1;
         let t = &mut self.tasks[ti];
         let next = now + t.period;
         if t.stop.is_none_or(|s| next < s) {
-            self.releases.push(Reverse((next, ti)));
+            self.releases.push(Reverse((next, self.seq, ti)));
         }
         t.stats.releases += 1;
         if t.active {
@@ -538,9 +585,10 @@ impl GlobalSim {
             } else {
                 t.backlog.push_back(now);
             }
-            return;
+            return false;
         }
         self.start_job(ti, now);
+        true
     }
 
     fn start_job(&mut self, ti: usize, release: Nanos) {
@@ -552,8 +600,9 @@ impl GlobalSim {
         t.remaining = sample(&t.exec, &mut t.rng);
     }
 
-    /// The job on CPU `c` has done its work.
-    fn complete(&mut self, c: usize) {
+    /// The job on CPU `c` has done its work; returns its task when a
+    /// queued job of it takes its place.
+    fn complete(&mut self, c: usize) -> Option<usize> {
         let now = self.now;
         let ti = self.cpus[c].task.take().expect("a running job");
         let since = self.cpus[c].since;
@@ -568,9 +617,9 @@ impl GlobalSim {
             t.stats.deadline_misses += 1;
             t.stats.latency.add_missed(1);
         }
-        if let Some(r) = t.backlog.pop_front() {
-            self.start_job(ti, r);
-        }
+        let r = t.backlog.pop_front()?;
+        self.start_job(ti, r);
+        Some(ti)
     }
 
     /// Who runs from now on: the shared dispatch rule, then the switches it
@@ -592,7 +641,20 @@ impl GlobalSim {
             .filter(|&ti| self.tasks[ti].active && self.tasks[ti].on.is_none())
             .map(|ti| job(self, ti))
             .collect();
-        if !assign(&mut slots, &mut waiting) {
+        let mut moved = self.decide_as_simso(&mut slots, &mut waiting);
+        // Whatever the events did not ask for (nothing, when they are
+        // complete) still keeps the CPUs busy.
+        let before: Vec<Option<usize>> = slots.iter().map(|x| x.map(|j| j.id)).collect();
+        if assign(&mut slots, &mut waiting, &[]) {
+            moved = true;
+            for (c, x) in slots.iter().enumerate() {
+                if x.map(|j| j.id) != before[c] {
+                    self.seq += 1;
+                    self.dispatched[c] = self.seq;
+                }
+            }
+        }
+        if !moved {
             return;
         }
         let now = self.now;
@@ -649,6 +711,177 @@ impl GlobalSim {
             }
             t.last_cpu = Some(c);
         }
+    }
+
+    /// The decisions of this instant, asked on the CPUs and in the order
+    /// SimSo's processors ask them, so that jobs land on the same CPUs.
+    ///
+    /// SimSo runs processes in turns, first in, first out, at one instant.
+    /// A task's release makes a job whose process, a turn later, queues an
+    /// activation on the CPU the task last ran on; a completing job queues
+    /// a termination on its CPU (after making its task's next queued job).
+    /// A CPU with something queued takes turns: if it was running a job it
+    /// first spends one saving it; then each turn it handles one queued
+    /// activation or termination, which owes one rescheduling on the job's
+    /// CPU; once nothing else is queued, it takes the scheduler's lock and
+    /// does all the reschedulings it owes, each placing at most one job
+    /// ([`punctual_sched::global::decide`]), preferring that CPU.
+    fn decide_as_simso(
+        &mut self,
+        slots: &mut [Option<GlobalJob>],
+        waiting: &mut Vec<GlobalJob>,
+    ) -> bool {
+        #[derive(Clone, Copy)]
+        enum Turn {
+            Release(usize),
+            Done(usize, Option<usize>),
+            Announce(usize),
+            Cpu(usize),
+        }
+        let n = self.cpus.len();
+        let before: Vec<Option<usize>> = slots.iter().map(|x| x.map(|j| j.id)).collect();
+        let mut first: Vec<(u64, Turn)> = self
+            .asks
+            .iter()
+            .map(|a| match *a {
+                Ask::Done { cpu, seq, queued } => (seq, Turn::Done(cpu, queued)),
+                Ask::Release { task, seq } => (seq, Turn::Release(task)),
+            })
+            .collect();
+        first.sort_by_key(|x| x.0);
+        let mut fifo: VecDeque<Turn> = first.into_iter().map(|x| x.1).collect();
+        let mut items: Vec<VecDeque<Option<usize>>> = vec![VecDeque::new(); n];
+        let mut owed = vec![0u32; n];
+        let mut awake = vec![false; n];
+        let mut woken_before = vec![false; n];
+        let mut saving = vec![false; n];
+        // Decisions made on a CPU and applied at its next turn (after the
+        // rescheduling's zero overhead): (task, CPU).
+        let mut pending: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+        let mut lock: Option<usize> = None;
+        let mut lock_wait: VecDeque<usize> = VecDeque::new();
+        // Each task's CPU as SimSo knows it, updated as decisions apply.
+        let mut tcpu: Vec<usize> = self.tasks.iter().map(|t| t.last_cpu.unwrap_or(0)).collect();
+        // CPUs in the order they last went back to their jobs.
+        let mut finished: Vec<usize> = Vec::new();
+        // Whether a CPU runs a job as SimSo sees it (decisions applied), and
+        // whether it has loaded it since its last wake.
+        let mut has_job: Vec<bool> = slots.iter().map(Option::is_some).collect();
+        let mut loaded = vec![false; n];
+        let mut moved = false;
+        let mut guard = 0u32;
+        // A CPU woken by something queued on it takes a turn at the back;
+        // its first turn saves the job it was running, if any.
+        macro_rules! wake {
+            ($c:expr) => {{
+                let c = $c;
+                if !awake[c] {
+                    awake[c] = true;
+                    saving[c] = (!woken_before[c] && self.busy[c]) || has_job[c];
+                    woken_before[c] = true;
+                    fifo.push_back(Turn::Cpu(c));
+                }
+            }};
+        }
+        while let Some(turn) = fifo.pop_front() {
+            guard += 1;
+            if guard > 1_000_000 {
+                break;
+            }
+            match turn {
+                Turn::Release(ti) => fifo.push_back(Turn::Announce(ti)),
+                Turn::Done(c, queued) => {
+                    if let Some(ti) = queued {
+                        fifo.push_back(Turn::Announce(ti));
+                    }
+                    items[c].push_back(None);
+                    wake!(c);
+                }
+                Turn::Announce(ti) => {
+                    let c = tcpu[ti];
+                    items[c].push_back(Some(ti));
+                    wake!(c);
+                }
+                Turn::Cpu(c) => {
+                    if !pending[c].is_empty() {
+                        for (ti, k) in std::mem::take(&mut pending[c]) {
+                            tcpu[ti] = k;
+                            // The CPU is told to switch: it wakes (saving
+                            // the job it ran, if any) and loads the new one.
+                            wake!(k);
+                            has_job[k] = true;
+                            loaded[k] = false;
+                        }
+                        lock = None;
+                    }
+                    let mut requeue = true;
+                    if saving[c] {
+                        saving[c] = false;
+                    } else if loaded[c] && (!items[c].is_empty() || owed[c] > 0) {
+                        // Its job was back on it when more work came: a
+                        // turn to save it again.
+                        loaded[c] = false;
+                    } else if let Some(what) = items[c].pop_front() {
+                        let target = what.map_or(c, |ti| tcpu[ti]);
+                        owed[target] += 1;
+                        if target != c {
+                            wake!(target);
+                        }
+                    } else if owed[c] > 0 {
+                        if lock.is_none_or(|l| l == c) {
+                            lock = Some(c);
+                            owed[c] -= 1;
+                            let before: Vec<Option<usize>> =
+                                slots.iter().map(|x| x.map(|j| j.id)).collect();
+                            if decide(slots, waiting, Some(c)) {
+                                moved = true;
+                                for (k, x) in slots.iter().enumerate() {
+                                    if let Some(j) = x.filter(|j| before[k] != Some(j.id)) {
+                                        pending[c].push((j.id, k));
+                                    }
+                                }
+                            }
+                        } else {
+                            lock_wait.push_back(c);
+                            requeue = false;
+                        }
+                    } else if has_job[c] && !loaded[c] {
+                        // Nothing left: a turn to load its job's context.
+                        loaded[c] = true;
+                    } else {
+                        awake[c] = false;
+                        requeue = false;
+                        loaded[c] = false;
+                        finished.retain(|&x| x != c);
+                        finished.push(c);
+                    }
+                    if requeue {
+                        fifo.push_back(Turn::Cpu(c));
+                    }
+                }
+            }
+            if lock.is_none() {
+                if let Some(w) = lock_wait.pop_front() {
+                    lock = Some(w);
+                    fifo.push_back(Turn::Cpu(w));
+                }
+            }
+        }
+        // The CPUs that took turns put their jobs back as they finished,
+        // so those jobs' completions come after this instant's other
+        // events, in that order.
+        for c in 0..n {
+            if !finished.contains(&c) && slots[c].map(|j| j.id) != before[c] {
+                finished.push(c);
+            }
+        }
+        for c in finished {
+            if slots[c].is_some() {
+                self.seq += 1;
+                self.dispatched[c] = self.seq;
+            }
+        }
+        moved
     }
 
     /// Task `ti` ran on CPU `c` from `since` to now.
