@@ -255,7 +255,10 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
             // Only under sim.multiprocessor, so records of pinned tasks are
             // unchanged.
             if let Some(m) = &o.multiprocessor {
-                v["cpu"] = json!(t.cpu);
+                if m.placement.is_some() {
+                    // Where partitioning put it; a global task has none.
+                    v["cpu"] = json!(t.cpu);
+                }
                 v["migrations"] = json!(m.migrations[i]);
                 v["task_migrations"] = json!(m.task_migrations[i]);
             }
