@@ -632,14 +632,19 @@ impl GlobalSim {
             id: ti,
             preferred: s.tasks[ti].last_cpu.unwrap_or(0),
         };
+        let mut waiting: Vec<GlobalJob> = (0..self.tasks.len())
+            .filter(|&ti| self.tasks[ti].active && self.tasks[ti].on.is_none())
+            .map(|ti| job(self, ti))
+            .collect();
+        if waiting.is_empty() {
+            // Only completions, and no job waits: nothing moves, and no
+            // running job was interrupted.
+            return;
+        }
         let mut slots: Vec<Option<GlobalJob>> = self
             .cpus
             .iter()
             .map(|c| c.task.map(|ti| job(self, ti)))
-            .collect();
-        let mut waiting: Vec<GlobalJob> = (0..self.tasks.len())
-            .filter(|&ti| self.tasks[ti].active && self.tasks[ti].on.is_none())
-            .map(|ti| job(self, ti))
             .collect();
         let mut moved = self.decide_as_simso(&mut slots, &mut waiting);
         // Whatever the events did not ask for (nothing, when they are
