@@ -380,6 +380,9 @@ struct GlobalSim {
     asks: Vec<Ask>,
     /// Per CPU, whether it ran a job just before this instant.
     busy: Vec<bool>,
+    /// Per task, the CPU SimSo's last decision sent it to (its `task.cpu`,
+    /// CPU 0 at first), where its next activation is announced.
+    task_cpu: Vec<usize>,
     events: u64,
     picks: u64,
     spike_threshold: Nanos,
@@ -481,6 +484,7 @@ impl GlobalSim {
             dispatched: vec![0; ncpu as usize],
             asks: Vec::new(),
             busy: vec![false; ncpu as usize],
+            task_cpu: vec![0; f.task.len()],
             releases,
             events: 0,
             picks: 0,
@@ -765,8 +769,9 @@ impl GlobalSim {
         let mut pending: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
         let mut lock: Option<usize> = None;
         let mut lock_wait: VecDeque<usize> = VecDeque::new();
-        // Each task's CPU as SimSo knows it, updated as decisions apply.
-        let mut tcpu: Vec<usize> = self.tasks.iter().map(|t| t.last_cpu.unwrap_or(0)).collect();
+        // Each task's CPU as SimSo knows it: the last CPU a decision sent
+        // it to, even one it was taken off again before it ran there.
+        let mut tcpu = std::mem::take(&mut self.task_cpu);
         // CPUs in the order they last went back to their jobs.
         let mut finished: Vec<usize> = Vec::new();
         // Whether a CPU runs a job as SimSo sees it (decisions applied), and
@@ -872,6 +877,7 @@ impl GlobalSim {
                 }
             }
         }
+        self.task_cpu = tcpu;
         // The CPUs that took turns put their jobs back as they finished,
         // so those jobs' completions come after this instant's other
         // events, in that order.
