@@ -313,6 +313,75 @@ fn partition(scn: &Scenario, fit: Fit) -> Result<(Scenario, MultiStats), Scenari
     ))
 }
 
+/// A turn in SimSo's run queue at one instant (see
+/// [`GlobalSim::decide_as_simso`]).
+#[derive(Clone, Copy, Debug)]
+enum Turn {
+    /// A task's process releases a job (the job announces itself next).
+    Release(usize),
+    /// A job completed on a CPU; a queued job of its task, if any, was made.
+    Done(usize, Option<usize>),
+    /// A job's process announces it on its task's CPU.
+    Announce(usize),
+    /// A processor takes a step.
+    Cpu(usize),
+}
+
+/// The emulation's per-instant state, kept between instants so that an
+/// instant allocates nothing once the buffers have grown.
+#[derive(Default)]
+struct Scratch {
+    /// What each CPU ran when the instant's decisions began.
+    before: Vec<Option<usize>>,
+    first: Vec<(u64, Turn)>,
+    fifo: VecDeque<Turn>,
+    /// Per CPU, its queued completions (`None`) and activations (the task).
+    items: Vec<VecDeque<Option<usize>>>,
+    /// Per CPU, the reschedulings it owes.
+    owed: Vec<u32>,
+    awake: Vec<bool>,
+    woken_before: Vec<bool>,
+    saving: Vec<bool>,
+    /// Decisions made on a CPU and applied at its next turn (after the
+    /// rescheduling's zero overhead): (task, CPU).
+    pending: Vec<Vec<(usize, usize)>>,
+    lock_wait: VecDeque<usize>,
+    /// CPUs in the order they last went back to their jobs.
+    finished: Vec<usize>,
+    /// Whether a CPU runs a job as SimSo sees it (decisions applied), and
+    /// whether it has loaded it since its last wake.
+    has_job: Vec<bool>,
+    loaded: Vec<bool>,
+}
+
+impl Scratch {
+    fn reset(&mut self, n: usize, slots: &[Option<GlobalJob>]) {
+        self.before.clear();
+        self.before.extend(slots.iter().map(|x| x.map(|j| j.id)));
+        self.first.clear();
+        self.fifo.clear();
+        self.items.resize_with(n, VecDeque::new);
+        self.items.iter_mut().for_each(VecDeque::clear);
+        self.pending.resize_with(n, Vec::new);
+        self.pending.iter_mut().for_each(Vec::clear);
+        for v in [
+            &mut self.awake,
+            &mut self.woken_before,
+            &mut self.saving,
+            &mut self.loaded,
+        ] {
+            v.clear();
+            v.resize(n, false);
+        }
+        self.owed.clear();
+        self.owed.resize(n, 0);
+        self.lock_wait.clear();
+        self.finished.clear();
+        self.has_job.clear();
+        self.has_job.extend(slots.iter().map(Option::is_some));
+    }
+}
+
 /// What one event of an instant asks of the global scheduler.
 #[derive(Clone, Copy, Debug)]
 enum Ask {
@@ -383,6 +452,12 @@ struct GlobalSim {
     /// Per task, the CPU SimSo's last decision sent it to (its `task.cpu`,
     /// CPU 0 at first), where its next activation is announced.
     task_cpu: Vec<usize>,
+    scratch: Scratch,
+    /// Buffers of `run` and `dispatch`, kept so an instant allocates
+    /// nothing.
+    done_buf: Vec<usize>,
+    waiting_buf: Vec<GlobalJob>,
+    slots_buf: Vec<Option<GlobalJob>>,
     events: u64,
     picks: u64,
     spike_threshold: Nanos,
@@ -485,6 +560,10 @@ impl GlobalSim {
             asks: Vec::new(),
             busy: vec![false; ncpu as usize],
             task_cpu: vec![0; f.task.len()],
+            scratch: Scratch::default(),
+            done_buf: Vec::new(),
+            waiting_buf: Vec::new(),
+            slots_buf: Vec::new(),
             releases,
             events: 0,
             picks: 0,
@@ -532,15 +611,15 @@ impl GlobalSim {
             self.now = t;
             // Completions first, then releases, then one decision for the
             // instant: SimSo decides once per instant too.
-            let mut done: Vec<usize> = (0..self.cpus.len())
-                .filter(|&c| self.done_at(c) == Some(t))
-                .collect();
+            let mut done = std::mem::take(&mut self.done_buf);
+            done.clear();
+            done.extend((0..self.cpus.len()).filter(|&c| self.done_at(c) == Some(t)));
             done.sort_by_key(|&c| self.dispatched[c]);
             self.asks.clear();
             for c in 0..self.cpus.len() {
                 self.busy[c] = self.cpus[c].task.is_some();
             }
-            for c in done {
+            for &c in &done {
                 let seq = self.dispatched[c];
                 let queued = self.complete(c);
                 self.asks.push(Ask::Done {
@@ -549,6 +628,7 @@ impl GlobalSim {
                     queued,
                 });
             }
+            self.done_buf = done;
             while let Some(&Reverse((rt, seq, ti))) = self.releases.peek() {
                 if rt != t {
                     break;
@@ -636,24 +716,28 @@ impl GlobalSim {
             id: ti,
             preferred: s.tasks[ti].last_cpu.unwrap_or(0),
         };
-        let mut waiting: Vec<GlobalJob> = (0..self.tasks.len())
-            .filter(|&ti| self.tasks[ti].active && self.tasks[ti].on.is_none())
-            .map(|ti| job(self, ti))
-            .collect();
+        let mut waiting = std::mem::take(&mut self.waiting_buf);
+        waiting.clear();
+        waiting.extend(
+            (0..self.tasks.len())
+                .filter(|&ti| self.tasks[ti].active && self.tasks[ti].on.is_none())
+                .map(|ti| job(self, ti)),
+        );
         if waiting.is_empty() {
             // Only completions, and no job waits: nothing moves, and no
             // running job was interrupted.
+            self.waiting_buf = waiting;
             return;
         }
-        let mut slots: Vec<Option<GlobalJob>> = self
-            .cpus
-            .iter()
-            .map(|c| c.task.map(|ti| job(self, ti)))
-            .collect();
+        let mut slots = std::mem::take(&mut self.slots_buf);
+        slots.clear();
+        slots.extend(self.cpus.iter().map(|c| c.task.map(|ti| job(self, ti))));
         let mut moved = self.decide_as_simso(&mut slots, &mut waiting);
         // Whatever the events did not ask for (nothing, when they are
         // complete) still keeps the CPUs busy.
-        let before: Vec<Option<usize>> = slots.iter().map(|x| x.map(|j| j.id)).collect();
+        let mut before = std::mem::take(&mut self.scratch.before);
+        before.clear();
+        before.extend(slots.iter().map(|x| x.map(|j| j.id)));
         if assign(&mut slots, &mut waiting, &[]) {
             moved = true;
             for (c, x) in slots.iter().enumerate() {
@@ -663,9 +747,17 @@ impl GlobalSim {
                 }
             }
         }
-        if !moved {
-            return;
+        self.scratch.before = before;
+        if moved {
+            self.switch(&slots);
         }
+        self.waiting_buf = waiting;
+        self.slots_buf = slots;
+    }
+
+    /// Puts on each CPU what `slots` says, counting first dispatches,
+    /// preemptions and migrations.
+    fn switch(&mut self, slots: &[Option<GlobalJob>]) {
         let now = self.now;
         // Off first, so that a job moving between CPUs in one decision is
         // switched out before it is switched in.
@@ -740,44 +832,34 @@ impl GlobalSim {
         slots: &mut [Option<GlobalJob>],
         waiting: &mut Vec<GlobalJob>,
     ) -> bool {
-        #[derive(Clone, Copy)]
-        enum Turn {
-            Release(usize),
-            Done(usize, Option<usize>),
-            Announce(usize),
-            Cpu(usize),
-        }
         let n = self.cpus.len();
-        let before: Vec<Option<usize>> = slots.iter().map(|x| x.map(|j| j.id)).collect();
-        let mut first: Vec<(u64, Turn)> = self
-            .asks
-            .iter()
-            .map(|a| match *a {
-                Ask::Done { cpu, seq, queued } => (seq, Turn::Done(cpu, queued)),
-                Ask::Release { task, seq } => (seq, Turn::Release(task)),
-            })
-            .collect();
+        let mut sc = std::mem::take(&mut self.scratch);
+        sc.reset(n, slots);
+        let Scratch {
+            before,
+            first,
+            fifo,
+            items,
+            owed,
+            awake,
+            woken_before,
+            saving,
+            pending,
+            lock_wait,
+            finished,
+            has_job,
+            loaded,
+        } = &mut sc;
+        first.extend(self.asks.iter().map(|a| match *a {
+            Ask::Done { cpu, seq, queued } => (seq, Turn::Done(cpu, queued)),
+            Ask::Release { task, seq } => (seq, Turn::Release(task)),
+        }));
         first.sort_by_key(|x| x.0);
-        let mut fifo: VecDeque<Turn> = first.into_iter().map(|x| x.1).collect();
-        let mut items: Vec<VecDeque<Option<usize>>> = vec![VecDeque::new(); n];
-        let mut owed = vec![0u32; n];
-        let mut awake = vec![false; n];
-        let mut woken_before = vec![false; n];
-        let mut saving = vec![false; n];
-        // Decisions made on a CPU and applied at its next turn (after the
-        // rescheduling's zero overhead): (task, CPU).
-        let mut pending: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+        fifo.extend(first.drain(..).map(|x| x.1));
         let mut lock: Option<usize> = None;
-        let mut lock_wait: VecDeque<usize> = VecDeque::new();
         // Each task's CPU as SimSo knows it: the last CPU a decision sent
         // it to, even one it was taken off again before it ran there.
         let mut tcpu = std::mem::take(&mut self.task_cpu);
-        // CPUs in the order they last went back to their jobs.
-        let mut finished: Vec<usize> = Vec::new();
-        // Whether a CPU runs a job as SimSo sees it (decisions applied), and
-        // whether it has loaded it since its last wake.
-        let mut has_job: Vec<bool> = slots.iter().map(Option::is_some).collect();
-        let mut loaded = vec![false; n];
         let mut moved = false;
         let mut guard = 0u32;
         // A CPU woken by something queued on it takes a turn at the back;
@@ -878,20 +960,24 @@ impl GlobalSim {
             }
         }
         self.task_cpu = tcpu;
+        let order = std::mem::take(finished);
         // The CPUs that took turns put their jobs back as they finished,
         // so those jobs' completions come after this instant's other
         // events, in that order.
+        let mut order = order;
         for c in 0..n {
-            if !finished.contains(&c) && slots[c].map(|j| j.id) != before[c] {
-                finished.push(c);
+            if !order.contains(&c) && slots[c].map(|j| j.id) != before[c] {
+                order.push(c);
             }
         }
-        for c in finished {
+        for &c in &order {
             if slots[c].is_some() {
                 self.seq += 1;
                 self.dispatched[c] = self.seq;
             }
         }
+        sc.finished = order;
+        self.scratch = sc;
         moved
     }
 
