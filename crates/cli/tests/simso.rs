@@ -30,7 +30,7 @@ fn simso_multiprocessor() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let gen = Command::new("python3")
+    let gen = Command::new(&py)
         .arg(root.join("bench/simso/gen_mp.py"))
         .arg(dir.path())
         .args([
@@ -42,19 +42,19 @@ fn simso_multiprocessor() {
             "1000",
         ])
         .output()
-        .expect("python3");
+        .expect("SimSo's python");
     assert!(
         gen.status.success(),
         "{}",
         String::from_utf8_lossy(&gen.stderr)
     );
-    let cmp = Command::new("python3")
+    let cmp = Command::new(&py)
         .arg(root.join("bench/simso/compare_mp.py"))
         .arg(dir.path())
         .arg(env!("CARGO_BIN_EXE_punctual"))
         .arg(&py)
         .output()
-        .expect("python3");
+        .expect("SimSo's python");
     let out = String::from_utf8_lossy(&cmp.stdout);
     assert!(
         cmp.status.success() && out.contains("all outcomes identical: yes"),
