@@ -6,6 +6,8 @@
 //! a policy behaves identically in both (seed 001: "exactly the same
 //! sources" in kernel and simulator).
 pub mod feedback;
+pub mod global;
+pub mod placement;
 pub mod plan;
 pub mod scheduler;
 

@@ -1479,6 +1479,7 @@ impl Sim {
             warnings: self.warnings,
             clock: self.clock_desc,
             constraints: Vec::new(),
+            multiprocessor: None,
         }
     }
 }

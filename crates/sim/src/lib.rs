@@ -8,6 +8,7 @@
 //! seeded per source, and the record carries a fixed start time.
 pub mod build;
 pub mod engine;
+pub mod multi;
 pub mod outcome;
 pub mod output;
 pub mod planmode;
@@ -35,6 +36,9 @@ pub fn run(
     stop: Option<&AtomicBool>,
 ) -> Result<Outcome, ScenarioError> {
     let f = &scn.spec;
+    if let Some(mode) = multi::mode(scn)? {
+        return multi::run(scn, mode, opts, stop);
+    }
     match f.sim.scheduler.as_ref().map(|s| s.get_ref().as_str()) {
         None | Some("events") => {}
         Some("plan") => return planmode::run(scn, opts, stop),

@@ -179,6 +179,9 @@ pub struct Outcome {
     pub clock: String,
     /// Plan mode: the `[[constraint]]` queries and what became of them.
     pub constraints: Vec<ConstraintResult>,
+    /// `sim.multiprocessor`: the policy and the migrations; `None` when
+    /// each task ran on its own `cpu`.
+    pub multiprocessor: Option<crate::multi::MultiStats>,
 }
 
 /// Totals per reserved task.

@@ -24,12 +24,13 @@ pub const SIMULATED_EPOCH: &str = "1970-01-01T00:00:00Z";
 /// reserved tasks add `.periods`, `.period_misses`, `.period_miss_fraction`,
 /// `.received_mean_us`, `.requested_mean_us`, `.stolen_fraction`;
 /// streams `<stream>.arrived`, `.lost`, `.loss_fraction`, `.paused_fraction`;
-/// CPUs `cpu<N>.stolen_fraction`; and `events`.
+/// CPUs `cpu<N>.stolen_fraction`; and `events`. Under `sim.multiprocessor`
+/// each task adds `.migrations`.
 pub fn summary(o: &Outcome) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
     let dur = o.ended_at.0.max(1) as f64;
     m.insert("events".into(), o.events as f64);
-    for t in &o.tasks {
+    for (i, t) in o.tasks.iter().enumerate() {
         let n = &t.name;
         if t.jobs > 0 || t.releases > 0 && !t.reserved {
             m.insert(format!("{n}.jobs"), t.jobs as f64);
@@ -39,6 +40,9 @@ pub fn summary(o: &Outcome) -> BTreeMap<String, f64> {
                 t.deadline_misses as f64 / t.jobs.max(1) as f64,
             );
             m.insert(format!("{n}.preemptions"), t.preemptions as f64);
+            if let Some(mp) = &o.multiprocessor {
+                m.insert(format!("{n}.migrations"), mp.migrations[i] as f64);
+            }
             m.insert(
                 format!("{n}.latency_max_us"),
                 t.latency.max().0 as f64 / 1e3,
@@ -238,18 +242,27 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
     let tasks: BTreeMap<String, Value> = o
         .tasks
         .iter()
-        .map(|t| {
-            (
-                t.name.clone(),
-                json!({
-                    "releases": t.releases,
-                    "jobs": t.jobs,
-                    "deadline_misses": t.deadline_misses,
-                    "preemptions": t.preemptions,
-                    "backlog_lost": t.backlog_lost,
-                    "reservation": t.rez_kind,
-                }),
-            )
+        .enumerate()
+        .map(|(i, t)| {
+            let mut v = json!({
+                "releases": t.releases,
+                "jobs": t.jobs,
+                "deadline_misses": t.deadline_misses,
+                "preemptions": t.preemptions,
+                "backlog_lost": t.backlog_lost,
+                "reservation": t.rez_kind,
+            });
+            // Only under sim.multiprocessor, so records of pinned tasks are
+            // unchanged.
+            if let Some(m) = &o.multiprocessor {
+                if m.placement.is_some() {
+                    // Where partitioning put it; a global task has none.
+                    v["cpu"] = json!(t.cpu);
+                }
+                v["migrations"] = json!(m.migrations[i]);
+                v["task_migrations"] = json!(m.task_migrations[i]);
+            }
+            (t.name.clone(), v)
         })
         .collect();
     let streams: BTreeMap<String, Value> = o
@@ -286,6 +299,15 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
         .collect();
     if !dropped.is_empty() {
         sim["interrupt_work_dropped"] = json!(dropped);
+    }
+    if let Some(m) = &o.multiprocessor {
+        sim["multiprocessor"] = json!({
+            "policy": m.policy,
+            "placement": m.placement,
+            "cpus": o.cpus.len(),
+            "migrations": m.migrations.iter().sum::<u64>(),
+            "task_migrations": m.task_migrations.iter().sum::<u64>(),
+        });
     }
     r.extra.insert("sim".into(), sim);
     if !o.constraints.is_empty() {

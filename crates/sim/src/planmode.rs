@@ -328,6 +328,7 @@ pub fn run(
         warnings,
         clock: format!("plan (base {base}): {}", plan_summary(&plan)),
         constraints: results,
+        multiprocessor: None,
     })
 }
 

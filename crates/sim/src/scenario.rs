@@ -297,6 +297,14 @@ pub struct SimSection {
     /// entry per interval).
     #[serde(default)]
     pub gap_series: bool,
+    /// How tasks share the CPUs: absent, each task runs on its `cpu`;
+    /// "global", one ready queue for all CPUs (tasks migrate);
+    /// "partitioned", each task is placed on one CPU before the run by
+    /// `placement`.
+    pub multiprocessor: Option<Spanned<String>>,
+    /// Partitioned: "first-fit" (default) or "worst-fit", tasks taken
+    /// largest utilization first.
+    pub placement: Option<Spanned<String>>,
 }
 
 fn one() -> u32 {
@@ -321,6 +329,8 @@ impl Default for SimSection {
             scheduler: None,
             plan_base: None,
             gap_series: false,
+            multiprocessor: None,
+            placement: None,
         }
     }
 }

@@ -221,6 +221,30 @@ fn print_summary(scn: &Scenario, o: &Outcome, wall_s: f64) {
             );
         }
     }
+    if let Some(m) = &o.multiprocessor {
+        println!(
+            "\n{} scheduling on {} CPUs{}",
+            m.policy,
+            o.cpus.len(),
+            m.placement
+                .map(|p| format!(", {p} placement"))
+                .unwrap_or_default()
+        );
+        if m.placement.is_some() {
+            let places: Vec<String> = o
+                .tasks
+                .iter()
+                .map(|t| format!("{} cpu{}", t.name, t.cpu))
+                .collect();
+            println!("placed: {}", places.join(", "));
+        } else {
+            println!(
+                "migrations: {} (a preempted job resumed on another CPU); task migrations: {} (a job started on another CPU than its task last ran on)",
+                m.migrations.iter().sum::<u64>(),
+                m.task_migrations.iter().sum::<u64>()
+            );
+        }
+    }
     if !o.period_totals.is_empty() {
         println!(
             "\n{:<18} {:>7} {:>8} {:>8} {:>7} {:>12} {:>12} {:>8}",

@@ -44,9 +44,8 @@ impl MultiPlan {
 
     /// CPU indices from least to most reserved (ties: lower index first).
     pub fn cpus_by_utilization(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.plans.len()).collect();
-        order.sort_by_key(|&c| (self.plans[c].utilization_ppm(), c));
-        order
+        let loads: Vec<u32> = self.plans.iter().map(|p| p.utilization_ppm()).collect();
+        crate::placement::order(crate::placement::Fit::Worst, &loads)
     }
 
     /// Admits `amount` every `period` on the least-utilized CPU that can

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# punctual simulate vs SimSo (PyPI simso, Python 3.11) on generated
+# multiprocessor task sets, 2 to 8 CPUs, under global EDF and partitioned
+# EDF (first-fit, largest utilization first): per-task jobs, misses,
+# preemptions, migrations and task migrations must be identical; with
+# ROUNDS > 0, the speed ratio in job events per second (alternating rounds,
+# medians), minimum and median over the sets.
+# Usage: bench/simso/compare_mp.sh [ROUNDS] [SEEDS] [DURATION_MS]
+#        (defaults 3, 20, 2000)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+VENV="${SIMSO_VENV:-$CARGO_TARGET_DIR/simso-venv}"
+PY311="$(command -v python3.11 || true)"
+[[ -n "$PY311" ]] || { echo "compare_mp.sh: python3.11 not found (SimSo needs it)" >&2; exit 1; }
+if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import simso' 2>/dev/null; then
+  "$PY311" -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet simso
+fi
+cargo build --release -p punctual >/dev/null
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+python3 bench/simso/gen_mp.py "$WORK" --seeds "${2:-20}" --duration-ms "${3:-2000}"
+"$VENV/bin/python" -c 'import simso; print("simso", simso.__version__)' 2>/dev/null || true
+python3 bench/simso/compare_mp.py "$WORK" "$CARGO_TARGET_DIR/release/punctual" "$VENV/bin/python" "${1:-3}"

@@ -1,0 +1,1070 @@
+//! Scheduling one task set on several CPUs (`sim.multiprocessor`).
+//!
+//! Partitioned scheduling places each task on one CPU before the run, with
+//! the shared core's fit heuristics ([`punctual_sched::placement`], the
+//! same order the plan uses to place live reservations), and then runs the
+//! ordinary event engine: a partitioned machine is one machine of pinned
+//! tasks, so noise, streams and every per-CPU policy still apply.
+//!
+//! Global scheduling has one ready queue for all CPUs, dispatched by the
+//! shared core's [`punctual_sched::global::assign`]; the loop here only
+//! moves time between releases and completions. It simulates periodic
+//! EDF or fixed-priority tasks on CPUs without noise, and refuses what it
+//! does not model rather than ignoring it.
+//!
+//! Counting follows SimSo, so the two compare figure for figure: when a
+//! preempted job runs again on the CPU it left, that is a preemption, on
+//! another CPU a migration (a job still waiting at the end counts
+//! neither); a job that starts on another CPU than its task last ran on is
+//! a task migration, counted apart.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use punctual_record::{Recorder, Timeline};
+use punctual_sched::global::{assign, decide, GlobalJob};
+use punctual_sched::placement::{self, Fit, CPU_PPB};
+use punctual_units::Nanos;
+use toml::Spanned;
+
+use crate::build::common;
+use crate::engine::sample;
+use crate::outcome::{
+    CpuStolen, Outcome, RunOptions, TaskStats, TimelineLog, TraceSlice, MAX_SPIKES,
+    TIMELINE_WINDOW_DEFAULT,
+};
+use crate::rng::Rng;
+use crate::scenario::{Dist, Scenario, ScenarioError, TaskSpec, MAX_DURATION};
+
+/// Releases queued behind a running job before further ones count as lost
+/// (as in the event engine).
+const MAX_BACKLOG: usize = 10_000;
+
+/// What `sim.multiprocessor` asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Global,
+    Partitioned(Fit),
+}
+
+/// How a multiprocessor run went, beside the per-task figures every run
+/// has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MultiStats {
+    /// `global` or `partitioned`.
+    pub policy: &'static str,
+    /// Partitioned: `first-fit` or `worst-fit`.
+    pub placement: Option<&'static str>,
+    /// Per task, in scenario order: jobs that resumed on another CPU than
+    /// the one they left.
+    pub migrations: Vec<u64>,
+    /// Per task: jobs that started on another CPU than their task last ran
+    /// on.
+    pub task_migrations: Vec<u64>,
+}
+
+/// Reads `sim.multiprocessor` and `sim.placement`; `None` for the default
+/// (tasks pinned by `cpu`), where `placement` alone is refused.
+pub fn mode(scn: &Scenario) -> Result<Option<Mode>, ScenarioError> {
+    let s = &scn.spec.sim;
+    let fit = match &s.placement {
+        None => None,
+        Some(p) => Some(match p.get_ref().as_str() {
+            "first-fit" => Fit::First,
+            "worst-fit" => Fit::Worst,
+            other => {
+                return Err(scn.error_at(
+                    p.span(),
+                    format!("sim.placement = \"{other}\": expected \"first-fit\" or \"worst-fit\""),
+                ))
+            }
+        }),
+    };
+    let m = match &s.multiprocessor {
+        None => None,
+        Some(m) => Some(match m.get_ref().as_str() {
+            "global" => Mode::Global,
+            "partitioned" => Mode::Partitioned(fit.unwrap_or(Fit::First)),
+            other => {
+                return Err(scn.error_at(
+                    m.span(),
+                    format!(
+                        "sim.multiprocessor = \"{other}\": expected \"global\" or \"partitioned\""
+                    ),
+                ))
+            }
+        }),
+    };
+    if let (Some(p), false) = (&s.placement, matches!(m, Some(Mode::Partitioned(_)))) {
+        return Err(scn.error_at(
+            p.span(),
+            "sim.placement needs sim.multiprocessor = \"partitioned\"",
+        ));
+    }
+    Ok(m)
+}
+
+/// Runs a scenario under `mode`.
+pub fn run(
+    scn: &Scenario,
+    mode: Mode,
+    opts: &RunOptions,
+    stop: Option<&AtomicBool>,
+) -> Result<Outcome, ScenarioError> {
+    check_common(scn, mode)?;
+    match mode {
+        Mode::Partitioned(fit) => {
+            let (placed, stats) = partition(scn, fit)?;
+            let mut o = crate::engine::Sim::new(&placed, opts)?.run(stop);
+            o.multiprocessor = Some(stats);
+            Ok(o)
+        }
+        Mode::Global => GlobalSim::new(scn, opts)?.run(stop),
+    }
+}
+
+fn span_of(s: &Option<Spanned<String>>) -> std::ops::Range<usize> {
+    s.as_ref().map(|x| x.span()).unwrap_or(0..0)
+}
+
+/// Refusals both modes share: what cannot be placed or migrated.
+fn check_common(scn: &Scenario, mode: Mode) -> Result<(), ScenarioError> {
+    let f = &scn.spec;
+    let key = span_of(&f.sim.multiprocessor);
+    let name = match mode {
+        Mode::Global => "global",
+        Mode::Partitioned(_) => "partitioned",
+    };
+    if f.sim
+        .scheduler
+        .as_ref()
+        .is_some_and(|s| s.get_ref() == "plan")
+    {
+        return Err(scn.error_at(
+            key,
+            format!("sim.multiprocessor = \"{name}\" runs on the event scheduler, not sim.scheduler = \"plan\""),
+        ));
+    }
+    if let Some(c) = f.constraint.first() {
+        return Err(scn.error_at(
+            c.name.span(),
+            "[[constraint]] needs [sim] scheduler = \"plan\"",
+        ));
+    }
+    for t in &f.task {
+        let n = t.name.get_ref();
+        let at = |m: String| scn.error_at(t.name.span(), format!("task '{n}': {m}"));
+        if t.cpu != 0 {
+            return Err(at(format!(
+                "cpu = {} pins it, but under sim.multiprocessor = \"{name}\" the scheduler places every task",
+                t.cpu
+            )));
+        }
+        if t.kind.get_ref() != "periodic" {
+            return Err(scn.error_at(
+                t.kind.span(),
+                format!("task '{n}': kind = \"{}\" under sim.multiprocessor = \"{name}\": only periodic tasks are placed", t.kind.get_ref()),
+            ));
+        }
+        if t.reserve.is_some() {
+            return Err(at(format!(
+                "a reservation belongs to one CPU's scheduler; sim.multiprocessor = \"{name}\" schedules EDF and fixed-priority tasks"
+            )));
+        }
+        if let Some(c) = &t.critical {
+            return Err(scn.error_at(
+                c.lock.span(),
+                format!("task '{n}': locks are per CPU here; sim.multiprocessor = \"{name}\" takes tasks without critical sections"),
+            ));
+        }
+        let class = t.class.as_ref().map(|c| c.get_ref().as_str());
+        let edf = class == Some("edf");
+        let fixed = class == Some("fixed") || (class.is_none() && t.priority.is_some());
+        if !edf && !fixed {
+            return Err(at(format!(
+                "sim.multiprocessor = \"{name}\" needs class = \"edf\" or a fixed priority"
+            )));
+        }
+    }
+    if mode == Mode::Global {
+        let refuse = |what: &str, span: std::ops::Range<usize>| {
+            Err(scn.error_at(
+                span,
+                format!("{what} is not simulated under sim.multiprocessor = \"global\" (its CPUs have no noise, clock tick or per-CPU work)"),
+            ))
+        };
+        if let Some(n) = f.noise.first() {
+            return refuse("[[noise]]", n.name.span());
+        }
+        if let Some(s) = f.stream.first() {
+            return refuse("[[stream]]", s.name.span());
+        }
+        if let Some(t) = f.timer.first() {
+            return refuse("[[timer]]", t.name.span());
+        }
+        if let Some(l) = f.lock.first() {
+            return refuse("[[lock]]", l.name.span());
+        }
+        if f.clock.period.is_some() || f.clock.hz.is_some() || f.clock.cost.is_some() {
+            return Err(scn.error_at_key(
+                &["clock"],
+                "a clock tick is not simulated under sim.multiprocessor = \"global\" (use kind = \"oneshot\")",
+            ));
+        }
+        if f.sim.timeshare_reservation.is_some() {
+            return Err(scn.error_at_key(
+                &["sim", "timeshare_reservation"],
+                "sim.timeshare_reservation is not simulated under sim.multiprocessor = \"global\"",
+            ));
+        }
+        let is_edf = |t: &TaskSpec| t.class.as_ref().is_some_and(|c| c.get_ref() == "edf");
+        if let Some(first) = f.task.first() {
+            if let Some(t) = f.task.iter().find(|t| is_edf(t) != is_edf(first)) {
+                return Err(scn.error_at(
+                    t.name.span(),
+                    format!(
+                        "task '{}': global scheduling takes one class for all tasks, EDF or fixed priority, and task '{}' has the other",
+                        t.name.get_ref(),
+                        first.name.get_ref()
+                    ),
+                ));
+            }
+        }
+        if let Some(t) = f.task.iter().find(|t| t.refill) {
+            return Err(scn.error_at(
+                t.name.span(),
+                format!(
+                    "task '{}': refill is not simulated under sim.multiprocessor = \"global\"",
+                    t.name.get_ref()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The period and largest execution time of a periodic task: its share of
+/// a CPU for placement.
+fn demand(t: &TaskSpec) -> u64 {
+    let exec = t.exec.as_ref().map(Dist::max).unwrap_or(Nanos::from_us(10));
+    let period = t.period.map(|p| p.0).unwrap_or(Nanos::ZERO);
+    placement::demand_ppb(exec.0, period.0)
+}
+
+/// Places every task on a CPU, largest utilization first (ties: file
+/// order), and returns the scenario with each task's `cpu` set.
+fn partition(scn: &Scenario, fit: Fit) -> Result<(Scenario, MultiStats), ScenarioError> {
+    let f = &scn.spec;
+    for t in &f.task {
+        if t.period.is_none_or(|p| p.0.is_zero()) {
+            return Err(scn.error_at(
+                t.name.span(),
+                format!(
+                    "task '{}': a periodic task needs a period greater than zero",
+                    t.name.get_ref()
+                ),
+            ));
+        }
+    }
+    let ncpu = f.sim.cpus;
+    if ncpu == 0 || ncpu > 256 {
+        return Err(scn.error_at_key(
+            &["sim", "cpus"],
+            format!("sim.cpus = {ncpu}: must be 1 to 256"),
+        ));
+    }
+    let demands: Vec<u64> = f.task.iter().map(demand).collect();
+    let mut by_size: Vec<usize> = (0..f.task.len()).collect();
+    by_size.sort_by_key(|&i| Reverse(demands[i]));
+    let sorted: Vec<u64> = by_size.iter().map(|&i| demands[i]).collect();
+    let cpus = placement::place(&sorted, ncpu as usize, CPU_PPB, fit).map_err(|e| {
+        let t = &f.task[by_size[e.item]];
+        let loads: Vec<String> = e
+            .loads_ppb
+            .iter()
+            .enumerate()
+            .map(|(c, l)| format!("cpu {c} {:.6}", *l as f64 / CPU_PPB as f64))
+            .collect();
+        scn.error_at(
+            t.name.span(),
+            format!(
+                "task '{}' (utilization {:.6}) fits on no CPU by {}: the tasks placed before it (largest first) leave {}",
+                t.name.get_ref(),
+                e.demand_ppb as f64 / CPU_PPB as f64,
+                fit.name(),
+                loads.join(", ")
+            ),
+        )
+    })?;
+    let mut placed = scn.clone();
+    for (k, &i) in by_size.iter().enumerate() {
+        placed.spec.task[i].cpu = cpus[k] as u32;
+    }
+    let n = f.task.len();
+    Ok((
+        placed,
+        MultiStats {
+            policy: "partitioned",
+            placement: Some(fit.name()),
+            migrations: vec![0; n],
+            task_migrations: vec![0; n],
+        },
+    ))
+}
+
+/// A turn in SimSo's run queue at one instant (see
+/// [`GlobalSim::decide_as_simso`]).
+#[derive(Clone, Copy, Debug)]
+enum Turn {
+    /// A task's process releases a job (the job announces itself next).
+    Release(usize),
+    /// A job completed on a CPU; a queued job of its task, if any, was made.
+    Done(usize, Option<usize>),
+    /// A job's process announces it on its task's CPU.
+    Announce(usize),
+    /// A processor takes a step.
+    Cpu(usize),
+}
+
+/// The emulation's per-instant state, kept between instants so that an
+/// instant allocates nothing once the buffers have grown.
+#[derive(Default)]
+struct Scratch {
+    /// What each CPU ran when the instant's decisions began.
+    before: Vec<Option<usize>>,
+    first: Vec<(u64, Turn)>,
+    fifo: VecDeque<Turn>,
+    /// Per CPU, its queued completions (`None`) and activations (the task).
+    items: Vec<VecDeque<Option<usize>>>,
+    /// Per CPU, the reschedulings it owes.
+    owed: Vec<u32>,
+    awake: Vec<bool>,
+    woken_before: Vec<bool>,
+    saving: Vec<bool>,
+    /// Decisions made on a CPU and applied at its next turn (after the
+    /// rescheduling's zero overhead): (task, CPU).
+    pending: Vec<Vec<(usize, usize)>>,
+    lock_wait: VecDeque<usize>,
+    /// CPUs in the order they last went back to their jobs.
+    finished: Vec<usize>,
+    /// Whether a CPU runs a job as SimSo sees it (decisions applied), and
+    /// whether it has loaded it since its last wake.
+    has_job: Vec<bool>,
+    loaded: Vec<bool>,
+}
+
+impl Scratch {
+    fn reset(&mut self, n: usize, slots: &[Option<GlobalJob>]) {
+        self.before.clear();
+        self.before.extend(slots.iter().map(|x| x.map(|j| j.id)));
+        self.first.clear();
+        self.fifo.clear();
+        self.items.resize_with(n, VecDeque::new);
+        self.items.iter_mut().for_each(VecDeque::clear);
+        self.pending.resize_with(n, Vec::new);
+        self.pending.iter_mut().for_each(Vec::clear);
+        for v in [
+            &mut self.awake,
+            &mut self.woken_before,
+            &mut self.saving,
+            &mut self.loaded,
+        ] {
+            v.clear();
+            v.resize(n, false);
+        }
+        self.owed.clear();
+        self.owed.resize(n, 0);
+        self.lock_wait.clear();
+        self.finished.clear();
+        self.has_job.clear();
+        self.has_job.extend(slots.iter().map(Option::is_some));
+    }
+}
+
+/// What one event of an instant asks of the global scheduler.
+#[derive(Clone, Copy, Debug)]
+enum Ask {
+    /// The job on `cpu` completed (`seq`: when it was put there), and a
+    /// queued job of its task, if any, took its place.
+    Done {
+        cpu: usize,
+        seq: u64,
+        queued: Option<usize>,
+    },
+    /// A job of `task` was released (`seq`: when its release was made).
+    Release { task: usize, seq: u64 },
+}
+
+struct GTask {
+    period: Nanos,
+    exec: Dist,
+    deadline: Nanos,
+    stop: Option<Nanos>,
+    /// Fixed priority, larger first; `None` under EDF.
+    priority: Option<u8>,
+    rng: Rng,
+    /// The job in progress: its release, absolute deadline and the work
+    /// left (as of the last time it was switched out or started).
+    active: bool,
+    release: Nanos,
+    abs_deadline: Nanos,
+    remaining: Nanos,
+    started: bool,
+    /// The CPU it runs on, if it runs.
+    on: Option<usize>,
+    /// The CPU the task last ran on (SimSo's `task.cpu`, CPU 0 before it
+    /// ever ran).
+    last_cpu: Option<usize>,
+    backlog: VecDeque<Nanos>,
+    last_start: Option<Nanos>,
+    stats: TaskStats,
+    migrations: u64,
+    task_migrations: u64,
+}
+
+/// A CPU of the global machine: the task it runs and since when.
+#[derive(Clone, Copy)]
+struct GCpu {
+    task: Option<usize>,
+    since: Nanos,
+}
+
+struct GlobalSim {
+    now: Nanos,
+    end: Nanos,
+    seed: u64,
+    tasks: Vec<GTask>,
+    cpus: Vec<GCpu>,
+    /// Next release of each task, earliest first, then in the order they
+    /// were made (SimSo's event order).
+    releases: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
+    /// Counts releases and dispatches as they are made: the order of
+    /// events due at one instant.
+    seq: u64,
+    /// Per CPU, when its job was put on it ([`GlobalSim::seq`]).
+    dispatched: Vec<u64>,
+    /// What this instant's events ask of the scheduler, in the order the
+    /// events were made.
+    asks: Vec<Ask>,
+    /// Per CPU, whether it ran a job just before this instant.
+    busy: Vec<bool>,
+    /// Per task, the CPU SimSo's last decision sent it to (its `task.cpu`,
+    /// CPU 0 at first), where its next activation is announced.
+    task_cpu: Vec<usize>,
+    scratch: Scratch,
+    /// Buffers of `run` and `dispatch`, kept so an instant allocates
+    /// nothing.
+    done_buf: Vec<usize>,
+    waiting_buf: Vec<GlobalJob>,
+    slots_buf: Vec<Option<GlobalJob>>,
+    events: u64,
+    picks: u64,
+    spike_threshold: Nanos,
+    spikes: Vec<(Nanos, u32, String, Nanos)>,
+    spikes_dropped: u64,
+    trace: Option<Vec<TraceSlice>>,
+    trace_cap: usize,
+    trace_dropped: u64,
+    timeline: TimelineLog,
+}
+
+impl GlobalSim {
+    fn new(scn: &Scenario, opts: &RunOptions) -> Result<GlobalSim, ScenarioError> {
+        let f = &scn.spec;
+        let c = common(scn, opts)?;
+        let ncpu = f.sim.cpus;
+        if ncpu == 0 || ncpu > 256 {
+            return Err(scn.error_at_key(
+                &["sim", "cpus"],
+                format!("sim.cpus = {ncpu}: must be 1 to 256"),
+            ));
+        }
+        let mut tasks = Vec::new();
+        let mut releases = BinaryHeap::new();
+        for (i, t) in f.task.iter().enumerate() {
+            let name = t.name.get_ref().clone();
+            let at = |m: &str| scn.error_at(t.name.span(), format!("task '{name}': {m}"));
+            let Some(period) = t.period.map(|p| p.0).filter(|p| !p.is_zero()) else {
+                return Err(at("a periodic task needs a period greater than zero"));
+            };
+            if t.priority.is_some_and(|p| !(1..=31).contains(&p)) {
+                return Err(at("priority must be 1 to 31"));
+            }
+            if t.buffers.is_some_and(|b| b < 2) {
+                return Err(at(
+                    "buffers must be at least 2 (one being filled, one played)",
+                ));
+            }
+            let deadline = match (t.deadline, t.buffers) {
+                (Some(d), _) => d.0,
+                (None, Some(n)) => Nanos(period.0.saturating_mul(n as u64 - 1).min(MAX_DURATION.0)),
+                (None, None) => period,
+            };
+            let edf = t.class.as_ref().is_some_and(|c| c.get_ref() == "edf");
+            if t.stop.is_none_or(|s| t.phase.0 < s.0) {
+                releases.push(Reverse((t.phase.0, i as u64, i)));
+            }
+            tasks.push(GTask {
+                period,
+                exec: t.exec.clone().unwrap_or(Dist::Const(Nanos::from_us(10))),
+                deadline,
+                stop: t.stop.map(|d| d.0),
+                priority: if edf { None } else { t.priority },
+                // The stream the event engine gives the same task, so a
+                // task's draws do not depend on how it is scheduled.
+                rng: Rng::new(c.seed, 1_000 + i as u64),
+                active: false,
+                release: Nanos::ZERO,
+                abs_deadline: Nanos::ZERO,
+                remaining: Nanos::ZERO,
+                started: false,
+                on: None,
+                last_cpu: None,
+                backlog: VecDeque::new(),
+                last_start: None,
+                stats: TaskStats {
+                    name,
+                    cpu: 0,
+                    period: Some(period),
+                    latency: Recorder::new(Nanos(1_000)),
+                    interval: Recorder::new(Nanos(1_000)),
+                    response: Recorder::new(Nanos(1_000)),
+                    jobs: 0,
+                    releases: 0,
+                    deadline_misses: 0,
+                    preemptions: 0,
+                    backlog_lost: 0,
+                    reserved: false,
+                    rez_kind: None,
+                    need: None,
+                },
+                migrations: 0,
+                task_migrations: 0,
+            });
+        }
+        Ok(GlobalSim {
+            now: Nanos::ZERO,
+            end: c.end,
+            seed: c.seed,
+            tasks,
+            cpus: vec![
+                GCpu {
+                    task: None,
+                    since: Nanos::ZERO
+                };
+                ncpu as usize
+            ],
+            seq: f.task.len() as u64,
+            dispatched: vec![0; ncpu as usize],
+            asks: Vec::new(),
+            busy: vec![false; ncpu as usize],
+            task_cpu: vec![0; f.task.len()],
+            scratch: Scratch::default(),
+            done_buf: Vec::new(),
+            waiting_buf: Vec::new(),
+            slots_buf: Vec::new(),
+            releases,
+            events: 0,
+            picks: 0,
+            spike_threshold: f
+                .sim
+                .spike_threshold
+                .map(|d| d.0)
+                .unwrap_or(Nanos::from_ms(1)),
+            spikes: Vec::new(),
+            spikes_dropped: 0,
+            trace: opts.trace_cap.map(|_| Vec::new()),
+            trace_cap: opts.trace_cap.unwrap_or(0),
+            trace_dropped: 0,
+            timeline: TimelineLog {
+                window: opts.timeline_window.unwrap_or(TIMELINE_WINDOW_DEFAULT),
+                ..Default::default()
+            },
+        })
+    }
+
+    /// When the job on CPU `c` finishes, if it runs on.
+    fn done_at(&self, c: usize) -> Option<Nanos> {
+        let cpu = &self.cpus[c];
+        cpu.task.map(|ti| cpu.since + self.tasks[ti].remaining)
+    }
+
+    fn run(mut self, stop: Option<&AtomicBool>) -> Result<Outcome, ScenarioError> {
+        let mut interrupted = false;
+        loop {
+            let next_rel = self.releases.peek().map(|r| r.0 .0);
+            let next_done = (0..self.cpus.len()).filter_map(|c| self.done_at(c)).min();
+            let Some(t) = [next_rel, next_done].into_iter().flatten().min() else {
+                break;
+            };
+            // The window is [0, end): what happens at the end itself is
+            // after the run, as in the event engine.
+            if t >= self.end {
+                break;
+            }
+            self.events += 1;
+            if self.events & 0xFFFF == 0 && stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                interrupted = true;
+                break;
+            }
+            self.now = t;
+            // Completions first, then releases, then one decision for the
+            // instant: SimSo decides once per instant too.
+            let mut done = std::mem::take(&mut self.done_buf);
+            done.clear();
+            done.extend((0..self.cpus.len()).filter(|&c| self.done_at(c) == Some(t)));
+            done.sort_by_key(|&c| self.dispatched[c]);
+            self.asks.clear();
+            for c in 0..self.cpus.len() {
+                self.busy[c] = self.cpus[c].task.is_some();
+            }
+            for &c in &done {
+                let seq = self.dispatched[c];
+                let queued = self.complete(c);
+                self.asks.push(Ask::Done {
+                    cpu: c,
+                    seq,
+                    queued,
+                });
+            }
+            self.done_buf = done;
+            while let Some(&Reverse((rt, seq, ti))) = self.releases.peek() {
+                if rt != t {
+                    break;
+                }
+                self.releases.pop();
+                if self.release(ti) {
+                    self.asks.push(Ask::Release { task: ti, seq });
+                }
+            }
+            self.dispatch();
+        }
+        Ok(self.finish(interrupted))
+    }
+
+    fn urgency(&self, ti: usize) -> u64 {
+        let t = &self.tasks[ti];
+        match t.priority {
+            None => t.abs_deadline.0,
+            Some(p) => u64::from(u8::MAX - p),
+        }
+    }
+
+    /// A release of task `ti`; returns whether a job of it became ready
+    /// (it was idle).
+    fn release(&mut self, ti: usize) -> bool {
+        let now = self.now;
+        self.seq += 1;
+        let t = &mut self.tasks[ti];
+        let next = now + t.period;
+        if t.stop.is_none_or(|s| next < s) {
+            self.releases.push(Reverse((next, self.seq, ti)));
+        }
+        t.stats.releases += 1;
+        if t.active {
+            if t.backlog.len() >= MAX_BACKLOG {
+                t.stats.backlog_lost += 1;
+                t.stats.latency.add_missed(1);
+            } else {
+                t.backlog.push_back(now);
+            }
+            return false;
+        }
+        self.start_job(ti, now);
+        true
+    }
+
+    fn start_job(&mut self, ti: usize, release: Nanos) {
+        let t = &mut self.tasks[ti];
+        t.active = true;
+        t.started = false;
+        t.release = release;
+        t.abs_deadline = release + t.deadline;
+        t.remaining = sample(&t.exec, &mut t.rng);
+    }
+
+    /// The job on CPU `c` has done its work; returns its task when a
+    /// queued job of it takes its place.
+    fn complete(&mut self, c: usize) -> Option<usize> {
+        let now = self.now;
+        let ti = self.cpus[c].task.take().expect("a running job");
+        let since = self.cpus[c].since;
+        self.slice(c, ti, since);
+        let t = &mut self.tasks[ti];
+        t.on = None;
+        t.active = false;
+        t.remaining = Nanos::ZERO;
+        t.stats.jobs += 1;
+        t.stats.response.record(now - t.release);
+        if now > t.abs_deadline {
+            t.stats.deadline_misses += 1;
+            t.stats.latency.add_missed(1);
+        }
+        let r = t.backlog.pop_front()?;
+        self.start_job(ti, r);
+        Some(ti)
+    }
+
+    /// Who runs from now on: the shared dispatch rule, then the switches it
+    /// asked for.
+    fn dispatch(&mut self) {
+        self.picks += 1;
+        let job = |s: &Self, ti: usize| GlobalJob {
+            urgency: s.urgency(ti),
+            order: ti as u32,
+            id: ti,
+            preferred: s.tasks[ti].last_cpu.unwrap_or(0),
+        };
+        let mut waiting = std::mem::take(&mut self.waiting_buf);
+        waiting.clear();
+        waiting.extend(
+            (0..self.tasks.len())
+                .filter(|&ti| self.tasks[ti].active && self.tasks[ti].on.is_none())
+                .map(|ti| job(self, ti)),
+        );
+        if waiting.is_empty() {
+            // Only completions, and no job waits: nothing moves, and no
+            // running job was interrupted.
+            self.waiting_buf = waiting;
+            return;
+        }
+        let mut slots = std::mem::take(&mut self.slots_buf);
+        slots.clear();
+        slots.extend(self.cpus.iter().map(|c| c.task.map(|ti| job(self, ti))));
+        let mut moved = self.decide_as_simso(&mut slots, &mut waiting);
+        // Whatever the events did not ask for (nothing, when they are
+        // complete) still keeps the CPUs busy.
+        let mut before = std::mem::take(&mut self.scratch.before);
+        before.clear();
+        before.extend(slots.iter().map(|x| x.map(|j| j.id)));
+        if assign(&mut slots, &mut waiting, &[]) {
+            moved = true;
+            for (c, x) in slots.iter().enumerate() {
+                if x.map(|j| j.id) != before[c] {
+                    self.seq += 1;
+                    self.dispatched[c] = self.seq;
+                }
+            }
+        }
+        self.scratch.before = before;
+        if moved {
+            self.switch(&slots);
+        }
+        self.waiting_buf = waiting;
+        self.slots_buf = slots;
+    }
+
+    /// Puts on each CPU what `slots` says, counting first dispatches,
+    /// preemptions and migrations.
+    fn switch(&mut self, slots: &[Option<GlobalJob>]) {
+        let now = self.now;
+        // Off first, so that a job moving between CPUs in one decision is
+        // switched out before it is switched in.
+        for (c, slot) in slots.iter().enumerate() {
+            let new = slot.map(|j| j.id);
+            if let Some(old) = self.cpus[c].task.filter(|&o| Some(o) != new) {
+                let since = self.cpus[c].since;
+                self.slice(c, old, since);
+                let t = &mut self.tasks[old];
+                t.remaining = t.remaining.saturating_sub(now - since);
+                t.on = None;
+                self.cpus[c].task = None;
+            }
+        }
+        for (c, slot) in slots.iter().enumerate() {
+            let Some(ti) = slot.map(|j| j.id) else {
+                continue;
+            };
+            if self.cpus[c].task == Some(ti) {
+                continue;
+            }
+            self.cpus[c] = GCpu {
+                task: Some(ti),
+                since: now,
+            };
+            let t = &mut self.tasks[ti];
+            t.on = Some(c);
+            if t.started {
+                if t.last_cpu == Some(c) {
+                    t.stats.preemptions += 1;
+                } else {
+                    t.migrations += 1;
+                }
+            } else {
+                t.started = true;
+                if t.last_cpu.is_some_and(|l| l != c) {
+                    t.task_migrations += 1;
+                }
+                let lat = now.saturating_sub(t.release);
+                t.stats.latency.record(lat);
+                if let Some(prev) = t.last_start {
+                    t.stats.interval.record(now - prev);
+                }
+                t.last_start = Some(now);
+                if lat > self.spike_threshold {
+                    if self.spikes.len() < MAX_SPIKES {
+                        self.spikes.push((now, c as u32, t.stats.name.clone(), lat));
+                    } else {
+                        self.spikes_dropped += 1;
+                    }
+                }
+            }
+            t.last_cpu = Some(c);
+        }
+    }
+
+    /// The decisions of this instant, asked on the CPUs and in the order
+    /// SimSo's processors ask them, so that jobs land on the same CPUs.
+    ///
+    /// SimSo runs processes in turns, first in, first out, at one instant.
+    /// A task's release makes a job whose process, a turn later, queues an
+    /// activation on the CPU the task last ran on; a completing job queues
+    /// a termination on its CPU (after making its task's next queued job).
+    /// A CPU with something queued takes turns: if it was running a job it
+    /// first spends one saving it; then each turn it handles one queued
+    /// activation or termination, which owes one rescheduling on the job's
+    /// CPU; once nothing else is queued, it takes the scheduler's lock and
+    /// does all the reschedulings it owes, each placing at most one job
+    /// ([`punctual_sched::global::decide`]), preferring that CPU.
+    fn decide_as_simso(
+        &mut self,
+        slots: &mut [Option<GlobalJob>],
+        waiting: &mut Vec<GlobalJob>,
+    ) -> bool {
+        let n = self.cpus.len();
+        let mut sc = std::mem::take(&mut self.scratch);
+        sc.reset(n, slots);
+        let Scratch {
+            before,
+            first,
+            fifo,
+            items,
+            owed,
+            awake,
+            woken_before,
+            saving,
+            pending,
+            lock_wait,
+            finished,
+            has_job,
+            loaded,
+        } = &mut sc;
+        first.extend(self.asks.iter().map(|a| match *a {
+            Ask::Done { cpu, seq, queued } => (seq, Turn::Done(cpu, queued)),
+            Ask::Release { task, seq } => (seq, Turn::Release(task)),
+        }));
+        first.sort_by_key(|x| x.0);
+        fifo.extend(first.drain(..).map(|x| x.1));
+        let mut lock: Option<usize> = None;
+        // Each task's CPU as SimSo knows it: the last CPU a decision sent
+        // it to, even one it was taken off again before it ran there.
+        let mut tcpu = std::mem::take(&mut self.task_cpu);
+        let mut moved = false;
+        let mut guard = 0u32;
+        // A CPU woken by something queued on it takes a turn at the back;
+        // its first turn saves the job it was running, if any.
+        macro_rules! wake {
+            ($c:expr) => {{
+                let c = $c;
+                if !awake[c] {
+                    awake[c] = true;
+                    saving[c] = (!woken_before[c] && self.busy[c]) || has_job[c];
+                    woken_before[c] = true;
+                    fifo.push_back(Turn::Cpu(c));
+                }
+            }};
+        }
+        while let Some(turn) = fifo.pop_front() {
+            guard += 1;
+            if guard > 1_000_000 {
+                break;
+            }
+            match turn {
+                Turn::Release(ti) => fifo.push_back(Turn::Announce(ti)),
+                Turn::Done(c, queued) => {
+                    if let Some(ti) = queued {
+                        fifo.push_back(Turn::Announce(ti));
+                    }
+                    items[c].push_back(None);
+                    wake!(c);
+                }
+                Turn::Announce(ti) => {
+                    let c = tcpu[ti];
+                    items[c].push_back(Some(ti));
+                    wake!(c);
+                }
+                Turn::Cpu(c) => {
+                    if !pending[c].is_empty() {
+                        for (ti, k) in std::mem::take(&mut pending[c]) {
+                            tcpu[ti] = k;
+                            // The CPU is told to switch: it wakes (saving
+                            // the job it ran, if any) and loads the new one.
+                            wake!(k);
+                            has_job[k] = true;
+                            loaded[k] = false;
+                        }
+                        lock = None;
+                    }
+                    let mut requeue = true;
+                    if saving[c] {
+                        saving[c] = false;
+                    } else if loaded[c] && (!items[c].is_empty() || owed[c] > 0) {
+                        // Its job was back on it when more work came: a
+                        // turn to save it again.
+                        loaded[c] = false;
+                    } else if let Some(what) = items[c].pop_front() {
+                        let target = what.map_or(c, |ti| tcpu[ti]);
+                        owed[target] += 1;
+                        if target != c {
+                            wake!(target);
+                        }
+                    } else if owed[c] > 0 {
+                        if lock.is_none_or(|l| l == c) {
+                            lock = Some(c);
+                            owed[c] -= 1;
+                            let before: Vec<Option<usize>> =
+                                slots.iter().map(|x| x.map(|j| j.id)).collect();
+                            if decide(slots, waiting, Some(c)) {
+                                moved = true;
+                                for (k, x) in slots.iter().enumerate() {
+                                    if let Some(j) = x.filter(|j| before[k] != Some(j.id)) {
+                                        pending[c].push((j.id, k));
+                                    }
+                                }
+                            }
+                        } else {
+                            lock_wait.push_back(c);
+                            requeue = false;
+                        }
+                    } else if has_job[c] && !loaded[c] {
+                        // Nothing left: a turn to load its job's context.
+                        loaded[c] = true;
+                    } else {
+                        awake[c] = false;
+                        requeue = false;
+                        loaded[c] = false;
+                        finished.retain(|&x| x != c);
+                        finished.push(c);
+                    }
+                    if requeue {
+                        fifo.push_back(Turn::Cpu(c));
+                    }
+                }
+            }
+            if lock.is_none() {
+                if let Some(w) = lock_wait.pop_front() {
+                    lock = Some(w);
+                    fifo.push_back(Turn::Cpu(w));
+                }
+            }
+        }
+        self.task_cpu = tcpu;
+        let order = std::mem::take(finished);
+        // The CPUs that took turns put their jobs back as they finished,
+        // so those jobs' completions come after this instant's other
+        // events, in that order.
+        let mut order = order;
+        for c in 0..n {
+            if !order.contains(&c) && slots[c].map(|j| j.id) != before[c] {
+                order.push(c);
+            }
+        }
+        for &c in &order {
+            if slots[c].is_some() {
+                self.seq += 1;
+                self.dispatched[c] = self.seq;
+            }
+        }
+        sc.finished = order;
+        self.scratch = sc;
+        moved
+    }
+
+    /// Task `ti` ran on CPU `c` from `since` to now.
+    fn slice(&mut self, c: usize, ti: usize, since: Nanos) {
+        let len = self.now.saturating_sub(since);
+        if len.is_zero() || (self.trace.is_none() && since >= self.timeline.window) {
+            return;
+        }
+        let name = &self.tasks[ti].stats.name;
+        self.timeline.push(c, name, "run", name, since, len);
+        if let Some(tr) = &mut self.trace {
+            if tr.len() < self.trace_cap {
+                tr.push(TraceSlice {
+                    cpu: c as u32,
+                    track: ti as u32 + 1,
+                    name: name.clone(),
+                    start: since,
+                    dur: len,
+                });
+            } else {
+                self.trace_dropped += 1;
+            }
+        }
+    }
+
+    fn finish(mut self, interrupted: bool) -> Outcome {
+        let end = if interrupted { self.now } else { self.end };
+        self.now = end;
+        for c in 0..self.cpus.len() {
+            if let Some(ti) = self.cpus[c].task {
+                let since = self.cpus[c].since;
+                self.slice(c, ti, since);
+            }
+        }
+        // A job pending after its deadline has missed it, as in the event
+        // engine; a deadline exactly at the end is not yet past.
+        for t in &mut self.tasks {
+            let d = t.deadline;
+            let late = |r: Nanos| r + d < end;
+            let pending = u64::from(t.active && late(t.release))
+                + t.backlog.iter().filter(|&&r| late(r)).count() as u64;
+            t.stats.deadline_misses += pending;
+            t.stats.latency.add_missed(pending);
+            t.stats.latency.settle();
+            t.stats.interval.settle();
+            t.stats.response.settle();
+        }
+        let bin = Nanos((self.end.0 / 1000).max(Nanos::from_ms(1).0));
+        let ncpu = self.cpus.len();
+        let multiprocessor = Some(MultiStats {
+            policy: "global",
+            placement: None,
+            migrations: self.tasks.iter().map(|t| t.migrations).collect(),
+            task_migrations: self.tasks.iter().map(|t| t.task_migrations).collect(),
+        });
+        Outcome {
+            seed: self.seed,
+            duration: self.end,
+            ended_at: end,
+            interrupted,
+            events: self.events,
+            picks: self.picks,
+            tasks: self.tasks.into_iter().map(|t| t.stats).collect(),
+            sources: Vec::new(),
+            cpus: (0..ncpu)
+                .map(|_| CpuStolen {
+                    total: Nanos::ZERO,
+                    intervals: 0,
+                    max: Nanos::ZERO,
+                    timeline: Timeline::new(bin),
+                    gaps: None,
+                })
+                .collect(),
+            periods: Vec::new(),
+            periods_dropped: 0,
+            period_totals: Vec::new(),
+            streams: Vec::new(),
+            spikes: self.spikes,
+            spikes_dropped: self.spikes_dropped,
+            trace: self.trace.unwrap_or_default(),
+            trace_dropped: self.trace_dropped,
+            timeline: self.timeline,
+            warnings: Vec::new(),
+            clock: "oneshot".into(),
+            constraints: Vec::new(),
+            multiprocessor,
+        }
+    }
+}
