@@ -16,3 +16,15 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "warning: not root; cannot install ${need[*]}; tests that need them will skip" >&2
   fi
 fi
+# The SimSo parity tests (crates/cli/tests/simso.rs) need SimSo, which
+# needs Python 3.11; without it they skip with the reason.
+if [ ! -x target/simso-venv/bin/python ]; then
+  py=$(command -v python3.11 || command -v python3 || true)
+  if [ -n "$py" ] && "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+    mkdir -p target
+    "$py" -m venv target/simso-venv && target/simso-venv/bin/pip install --quiet simso \
+      || echo "warning: could not install SimSo; its parity tests will skip" >&2
+  else
+    echo "warning: no Python 3.11 for SimSo; its parity tests will skip" >&2
+  fi
+fi
