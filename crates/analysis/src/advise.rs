@@ -1333,7 +1333,7 @@ fn reservation(
         ),
         why: format!(
             "a deadline task runs above every FIFO, RR and SCHED_OTHER thread and is not RT \
-             throttled: the {} sources that outranked {task} on CPU {cpu} (threads by \
+             throttled: the {} source(s) that outranked {task} on CPU {cpu} (threads by \
              priority, RT throttling) are taken out, {} attributed; interrupts, softirqs, \
              idle exit, the hypervisor and threads below the task (which hold the CPU only \
              where the kernel does not preempt, from a deadline task too) stay. The budget \

@@ -84,16 +84,22 @@ pub fn remainder_line(r: &Remainder) -> String {
     }
     if r.unexplained_ns > Nanos::ZERO {
         parts.push(format!(
-            "{} has no source (no guest event: the hypervisor or the hardware)",
+            "{} has no source (no guest event: likely the hypervisor or the hardware)",
             share(r.unexplained_ns)
         ));
     }
-    let learn = if r.below_ns > Nanos::ZERO && !r.preemptible() {
-        "measure longer with --cause, and again with full preemption (--apply preempt-full \
-         --verify, or a preemptible kernel)"
-    } else {
-        "measure longer with --cause (and, for time with no guest event, on the host)"
-    };
+    let mut learn = vec!["measure longer with --cause".to_string()];
+    if r.below_ns > Nanos::ZERO && !r.preemptible() {
+        learn.push(
+            "again with full preemption (--apply preempt-full --verify, or a preemptible \
+             kernel)"
+                .into(),
+        );
+    }
+    if r.unexplained_ns > Nanos::ZERO {
+        learn.push("on the host or bare metal for the time with no guest event".into());
+    }
+    let learn = learn.join(", ");
     format!(
         "unexplained on CPU {}: taking out all attributed time would buy a gain of {:.2}, the \
          named causes alone {:.2}; of the attributed time {}; fixes rank by the named causes \
