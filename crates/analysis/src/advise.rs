@@ -1733,6 +1733,8 @@ mod tests {
             .find(|f| f.kind == "thread-affinity" && f.id.contains("tiny"))
             .unwrap();
         assert!(tiny.within_noise, "{tiny:?}");
+        // A gain the record cannot tell from none ranks nothing.
+        assert_eq!(tiny.gain_log10, 0.0);
     }
 
     /// Without wake-ups (a noise record) the gain is the stolen time and
