@@ -68,7 +68,7 @@ pub fn remainder_line(r: &Remainder) -> String {
     let mut parts = Vec::new();
     if r.below_ns > Nanos::ZERO {
         parts.push(format!(
-            "{} is {} threads and kworkers below the task's priority (SCHED_OTHER work, \
+            "{} is {} thread(s) and kworker(s) below the task's priority (SCHED_OTHER work, \
              mostly) that held the CPU {}",
             share(r.below_ns),
             r.below_sources,
