@@ -34,6 +34,9 @@ use crate::verdict::state_of;
 /// in the ranking, about 30 000 years: more than any target.
 pub const UNBOUNDED_MTTF_S: f64 = 1e12;
 
+/// The resolution of the ranking's gain (log10 of the summed MTTF ratios).
+pub const GAIN_STEP: f64 = 0.1;
+
 /// Named sources tried one by one as "move" or "priority" fixes, largest
 /// first: past these the shares are too small to change a tail.
 pub const MAX_SOURCES: usize = 8;
@@ -286,9 +289,14 @@ fn preemptible(preemption: &str) -> bool {
 /// ([`Remainder`]); a fix that takes only such work out ranks by its
 /// cost and its whole gain after every fix a named cause ranks.
 pub fn rank(fixes: &mut [Fix]) {
+    // Gains are compared in steps of GAIN_STEP: two fixes whose summed
+    // MTTF ratios differ by less than a factor 10^0.1 (a sliver of a
+    // source in one of them) are a tie no record resolves, and the cost
+    // decides.
+    let step = |g: f64| (g / GAIN_STEP).round() as i64;
     fixes.sort_by(|a, b| {
-        b.gain_log10
-            .total_cmp(&a.gain_log10)
+        step(b.gain_log10)
+            .cmp(&step(a.gain_log10))
             .then(a.within_noise.cmp(&b.within_noise))
             .then(a.cost_cpu_fraction.total_cmp(&b.cost_cpu_fraction))
             .then(b.gain_all_log10.total_cmp(&a.gain_all_log10))
@@ -1916,6 +1924,26 @@ mod tests {
         );
         let a = advise(&r, &[idle], false).unwrap();
         assert!(a.fixes.iter().all(|f| f.kind != "reservation"));
+    }
+
+    /// A gain a hair above another's (a sliver of a source more) is a
+    /// tie no record resolves: the cheaper fix ranks first.
+    #[test]
+    fn a_hair_of_gain_does_not_outrank_a_cheaper_fix() {
+        let a = advise(&record(), &profiles(), true).unwrap();
+        let prio = a.fixes.iter().find(|f| f.kind == "priority").unwrap();
+        let mut dear = prio.clone();
+        dear.id = "a-dear".into();
+        dear.gain_log10 += 0.001;
+        dear.cost_cpu_fraction = 0.25;
+        let mut fixes = vec![dear.clone(), prio.clone()];
+        rank(&mut fixes);
+        assert_eq!(fixes[0].id, prio.id);
+        // A whole step more does outrank it.
+        dear.gain_log10 += GAIN_STEP;
+        let mut fixes = vec![prio.clone(), dear];
+        rank(&mut fixes);
+        assert_eq!(fixes[0].id, "a-dear");
     }
 
     #[test]
