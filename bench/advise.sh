@@ -16,7 +16,8 @@
 # planted cause), which applies it, measures again as the record was
 # measured and puts it back. Printed: whether the top-ranked fix is the
 # expected one, and the expected fix's predicted figure over the observed
-# one (stolen fraction, p99, MTTF of the first advised profile).
+# one (stolen fraction, p99, MTTF of the first advised profile), and
+# where the expected fix ranked (rank).
 # Needs root. About 2 minutes per setup at the default 20 s.
 #
 # usage: bench/advise.sh [SECONDS=20] [SETUPS="fifo-noisy disk-irq rt-throttle all"]
@@ -32,7 +33,7 @@ export PUNCTUAL SECS
 OUT=$(mktemp -d)
 export OUT
 
-printf '%-12s %-40s %-6s %-40s %10s %10s %10s %8s\n' setup top right? "verified fix" "stolen p/o" "p99 p/o" "MTTF p/o" "left"
+printf '%-12s %-40s %-6s %-40s %4s %10s %10s %10s %8s\n' setup top right? "verified fix" rank "stolen p/o" "p99 p/o" "MTTF p/o" "left"
 for s in $SETUPS; do
   set +e
   bench/advise-setups.sh "$s" --cpu 1 -- bash -c '
@@ -88,7 +89,8 @@ if f and f.get("observed"):
     p, o = f["predicted"], f["observed"]
     cells = [r(p.get("stolen_fraction"), o.get("stolen_fraction")), r(p["p99_ns"], o["p99_ns"]),
              r(p.get("mttf_s"), o.get("mttf_s"))]
-print("%-12s %-40s %-6s %-40s %10s %10s %10s %8s" % (name, top, right, want or "(none offered)", *cells, left))
+rank = next((str(i + 1) for i, x in enumerate(fixes) if x["id"] == want), "-")
+print("%-12s %-40s %-6s %-40s %4s %10s %10s %10s %8s" % (name, top, right, want or "(none offered)", rank, *cells, left))
 PY
 done
 echo "records and outputs in $OUT"

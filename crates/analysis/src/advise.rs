@@ -34,6 +34,9 @@ use crate::verdict::state_of;
 /// in the ranking, about 30 000 years: more than any target.
 pub const UNBOUNDED_MTTF_S: f64 = 1e12;
 
+/// The resolution of the ranking's gain (log10 of the summed MTTF ratios).
+pub const GAIN_STEP: f64 = 0.1;
+
 /// Named sources tried one by one as "move" or "priority" fixes, largest
 /// first: past these the shares are too small to change a tail.
 pub const MAX_SOURCES: usize = 8;
@@ -83,6 +86,57 @@ pub struct Advice {
     /// False when no advised CPU has wake-ups to forecast from (a `noise`
     /// record): fixes are then judged by stolen time and gaps alone.
     pub has_wakeups: bool,
+    /// Per advised CPU, what no fix can target by name, and how much of
+    /// the gain there is to have it holds.
+    pub remainder: Vec<Remainder>,
+}
+
+/// The time on one CPU that no fix targets by name, beside the named
+/// causes: what the ranking leaves out, and whether it dominates.
+///
+/// Two parts. Below-priority work: threads and kworkers of lower priority
+/// than a real-time task (SCHED_OTHER work, mostly). They cannot take the
+/// CPU from the task by priority, so where the attribution finds them
+/// inside a late wake-up they held it in a section the kernel would not
+/// preempt (the whole kernel on a `none`/`voluntary` model, preempt-off
+/// sections on any): the record names which thread ran, not which
+/// section held preemption off, nor whether that work is the machine's
+/// steady load or a passing one. And time with no source at all
+/// (`unexplained`: no guest event, the hypervisor or the hardware).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remainder {
+    pub cpu: u32,
+    /// The kernel's preemption model as the record gives it (`dynamic(none)`).
+    pub preemption: String,
+    /// Attributed time (spikes and stolen intervals) of the named causes a
+    /// fix can target: interrupts, threads at or above the task's
+    /// priority, RT throttling, idle exit.
+    pub named_ns: Nanos,
+    /// Attributed time of below-priority threads and kworkers.
+    pub below_ns: Nanos,
+    /// How many distinct below-priority sources.
+    pub below_sources: usize,
+    /// Attributed time no source explains (`unexplained`, `hypervisor`).
+    pub unexplained_ns: Nanos,
+    /// The gain of taking out every named cause at once.
+    pub gain_named_log10: f64,
+    /// The gain of taking out everything attributed, the rest included.
+    pub gain_all_log10: f64,
+}
+
+impl Remainder {
+    /// True when the rest could buy more than every named cause together:
+    /// then the ranking, which orders by the named causes, says little
+    /// about what would fix this CPU, and the advice says so.
+    pub fn dominates(&self) -> bool {
+        let rest = self.gain_all_log10 - self.gain_named_log10;
+        rest > self.gain_named_log10 && rest > 0.01
+    }
+
+    /// Whether the kernel lets a higher-priority task preempt kernel code.
+    pub fn preemptible(&self) -> bool {
+        preemptible(&self.preemption)
+    }
 }
 
 /// Whether `rec` carries the attribution advise edits.
@@ -137,11 +191,20 @@ pub fn advise(
     }
     let mut now = Vec::new();
     let mut fixes = Vec::new();
+    let mut remainder = Vec::new();
+    let prio = probe_priority(rec);
     for &cpu in &cpus {
         let base = figures(rec, cpu, &chosen);
+        let named = named_sources(rec, cpu);
+        let below: BTreeSet<(String, String)> = named
+            .iter()
+            .filter(|n| below_task(n, prio))
+            .map(|n| (n.kind.clone(), n.name.clone()))
+            .collect();
         for cand in candidates(rec, cpu, &chosen) {
-            fixes.push(judge(rec, cpu, &base, cand, &chosen));
+            fixes.push(judge(rec, cpu, &base, cand, &chosen, &below));
         }
+        remainder.push(remainder_of(rec, cpu, &base, &named, &below, &chosen));
         now.push((cpu, base));
     }
     rank(&mut fixes);
@@ -150,17 +213,93 @@ pub fn advise(
         fixes,
         all_profiles_meet: all_meet,
         has_wakeups,
+        remainder,
     })
 }
 
-/// Best first: by MTTF gain over the profiles, ties by the CPU given up,
-/// then by id (so the same record always gives the same order).
+/// The named causes against the rest on `cpu` ([`Remainder`]).
+fn remainder_of(
+    rec: &Record,
+    cpu: u32,
+    base: &FixFigures,
+    named: &[Named],
+    below: &BTreeSet<(String, String)>,
+    profiles: &[Profile],
+) -> Remainder {
+    let key = |n: &Named| (n.kind.clone(), n.name.clone());
+    let sum =
+        |f: &dyn Fn(&Named) -> bool| Nanos(named.iter().filter(|n| f(n)).map(|n| n.total_ns).sum());
+    let unexplained = sum(&|n| unremovable(&n.kind));
+    let below_ns = sum(&|n| below.contains(&key(n)));
+    let named_ns = sum(&|n| !unremovable(&n.kind) && !below.contains(&key(n)));
+    let gain_of = |pick: &dyn Fn(&str, &str) -> bool| {
+        let edited = remove_sources(rec, cpu, pick);
+        let f = figures_edited(rec, &edited, cpu, profiles);
+        gain_log10(base, &kept_where_shorter(base, f))
+    };
+    let gain_named_log10 =
+        gain_of(&|k, n| !unremovable(k) && !below.contains(&(k.to_string(), n.to_string())));
+    let gain_all_log10 = gain_of(&|_, _| true);
+    Remainder {
+        cpu,
+        preemption: rec.platform.preemption.clone().unwrap_or_default(),
+        named_ns,
+        below_ns,
+        below_sources: below.len(),
+        unexplained_ns: unexplained,
+        gain_named_log10,
+        gain_all_log10: gain_all_log10.max(gain_named_log10),
+    }
+}
+
+/// Time no fix removes: no guest event, the hypervisor.
+fn unremovable(kind: &str) -> bool {
+    matches!(kind, "unexplained" | "hypervisor")
+}
+
+/// A thread or kworker of lower priority than a real-time task: it delays
+/// the task only by holding the CPU where the kernel does not preempt
+/// ([`Remainder`]). Nothing is below a task at SCHED_OTHER, which shares
+/// the CPU with its peers by the fair scheduler's own rule.
+fn below_task(n: &Named, prio: Option<u32>) -> bool {
+    match n.kind.as_str() {
+        "kworker" => prio.is_some(),
+        "thread" => match (prio, rt_of(&n.sched)) {
+            (Some(p), Some(r)) => r < p,
+            (Some(_), None) => n.sched.as_deref() != Some("deadline"),
+            (None, _) => false,
+        },
+        _ => false,
+    }
+}
+
+fn preemptible(preemption: &str) -> bool {
+    matches!(
+        preemption,
+        "full" | "rt" | "dynamic(full)" | "lazy" | "dynamic(lazy)"
+    )
+}
+
+/// Best first: by the gain from the named causes over the profiles (0
+/// where that alone lies within the interval of doing nothing), ties by
+/// whether the whole prediction does, then by the CPU given up, then by the gain with below-priority work
+/// included, then by id (so the same record always gives the same
+/// order). Below-priority work does not rank a fix: the record names who
+/// ran there, not what held preemption off or whether it stays
+/// ([`Remainder`]); a fix that takes only such work out ranks by its
+/// cost and its whole gain after every fix a named cause ranks.
 pub fn rank(fixes: &mut [Fix]) {
+    // Gains are compared in steps of GAIN_STEP: two fixes whose summed
+    // MTTF ratios differ by less than a factor 10^0.1 (a sliver of a
+    // source in one of them) are a tie no record resolves, and the cost
+    // decides.
+    let step = |g: f64| (g / GAIN_STEP).round() as i64;
     fixes.sort_by(|a, b| {
-        b.gain_log10
-            .total_cmp(&a.gain_log10)
+        step(b.gain_log10)
+            .cmp(&step(a.gain_log10))
             .then(a.within_noise.cmp(&b.within_noise))
             .then(a.cost_cpu_fraction.total_cmp(&b.cost_cpu_fraction))
+            .then(b.gain_all_log10.total_cmp(&a.gain_all_log10))
             .then(a.id.cmp(&b.id))
     });
 }
@@ -186,32 +325,46 @@ enum Change {
     Buffers(String, Buffering),
 }
 
-fn judge(rec: &Record, cpu: u32, base: &FixFigures, c: Candidate, profiles: &[Profile]) -> Fix {
-    let predicted = match &c.change {
+fn judge(
+    rec: &Record,
+    cpu: u32,
+    base: &FixFigures,
+    c: Candidate,
+    profiles: &[Profile],
+    below: &BTreeSet<(String, String)>,
+) -> Fix {
+    let predict = |keys: &[(String, String)]| {
+        let edited = remove_sources(rec, cpu, &|k, n| {
+            keys.iter().any(|(kk, nn)| kk == k && nn == n)
+        });
+        kept_where_shorter(base, figures_edited(rec, &edited, cpu, profiles))
+    };
+    let (predicted, gain, gain_all) = match &c.change {
         Change::Remove(keys) => {
-            let edited = remove_sources(rec, cpu, &|k, n| {
-                keys.iter().any(|(kk, nn)| kk == k && nn == n)
-            });
-            // The edited spike log, latency histogram and gap process
-            // feed the queue model `check` uses; its fitted tail is held
-            // at or below the record's (`TailModel::bounded_by`), so the
-            // predicted MTTF can only lengthen through the tail. The
-            // arrivals can still make it shorter: where the removed source
-            // was the periodic one, the stalls left are forecast as
-            // Poisson arrivals, which cluster more. That comes from the
-            // arrival model's choice, not from the data, so there the
-            // figure as measured stands (docs/advise.md).
-            let mut f = figures_edited(rec, &edited, cpu, profiles);
-            for (a, b) in base.profiles.iter().zip(f.profiles.iter_mut()) {
-                if eff(b.mttf_s) < eff(a.mttf_s) {
-                    *b = a.clone();
-                }
-            }
-            if let Some(first) = f.profiles.first() {
-                f.mttf_s = first.mttf_s;
-                f.ci_s = first.ci_s;
-            }
-            f
+            let predicted = predict(keys);
+            let gain_all = gain_log10(base, &predicted);
+            // The ranking's gain: what the fix takes out of the named
+            // causes alone (below-priority work stays, see `rank`).
+            let named: Vec<(String, String)> = keys
+                .iter()
+                .filter(|k| !below.contains(*k))
+                .cloned()
+                .collect();
+            let named_pred = if named.len() == keys.len() {
+                predicted.clone()
+            } else if named.is_empty() {
+                base.clone()
+            } else {
+                predict(&named)
+            };
+            // A named gain the record cannot tell from no change ranks
+            // nothing: the rest of the fix's gain then orders it.
+            let gain = if within_noise(base, &named_pred) {
+                0.0
+            } else {
+                gain_log10(base, &named_pred)
+            };
+            (predicted, gain, gain_all)
         }
         Change::Buffers(name, b) => {
             let mut f = base.clone();
@@ -227,10 +380,10 @@ fn judge(rec: &Record, cpu: u32, base: &FixFigures, c: Candidate, profiles: &[Pr
                 f.mttf_s = first.mttf_s;
                 f.ci_s = first.ci_s;
             }
-            f
+            let g = gain_log10(base, &f);
+            (f, g, g)
         }
     };
-    let gain = gain_log10(base, &predicted);
     let within = within_noise(base, &predicted);
     Fix {
         id: c.id,
@@ -241,6 +394,7 @@ fn judge(rec: &Record, cpu: u32, base: &FixFigures, c: Candidate, profiles: &[Pr
         now: base.clone(),
         predicted,
         gain_log10: gain,
+        gain_all_log10: gain_all,
         within_noise: within,
         why: c.why,
         cost: c.cost,
@@ -249,6 +403,30 @@ fn judge(rec: &Record, cpu: u32, base: &FixFigures, c: Candidate, profiles: &[Pr
         permanent_how: c.permanent_how,
         observed: None,
     }
+}
+
+/// `f`, an edited record's figures, with each profile whose predicted
+/// MTTF came out shorter than measured set back to the measured one.
+///
+/// The edited spike log, latency histogram and gap process feed the
+/// queue model `check` uses; its fitted tail is held at or below the
+/// record's (`TailModel::bounded_by`), so the predicted MTTF can only
+/// lengthen through the tail. The arrivals can still make it shorter:
+/// where the removed source was the periodic one, the stalls left are
+/// forecast as Poisson arrivals, which cluster more. That comes from the
+/// arrival model's choice, not from the data, so there the figure as
+/// measured stands (docs/advise.md).
+fn kept_where_shorter(base: &FixFigures, mut f: FixFigures) -> FixFigures {
+    for (a, b) in base.profiles.iter().zip(f.profiles.iter_mut()) {
+        if eff(b.mttf_s) < eff(a.mttf_s) {
+            *b = a.clone();
+        }
+    }
+    if let Some(first) = f.profiles.first() {
+        f.mttf_s = first.mttf_s;
+        f.ci_s = first.ci_s;
+    }
+    f
 }
 
 fn eff(m: Option<f64>) -> f64 {
@@ -722,6 +900,7 @@ fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
     out.extend(rt_runtime(rec, cpu, &named));
     out.extend(dma_latency(rec, cpu, &named));
     out.extend(preempt_full(rec, cpu, &named, prio));
+    out.extend(reservation(rec, cpu, &named, prio, profiles));
     out.extend(buffering(rec, cpu, profiles));
     out
 }
@@ -1012,22 +1191,12 @@ fn dma_latency(rec: &Record, cpu: u32, named: &[Named]) -> Option<Candidate> {
 /// kernel could not preempt them.
 fn preempt_full(rec: &Record, cpu: u32, named: &[Named], prio: Option<u32>) -> Option<Candidate> {
     let preemption = rec.platform.preemption.as_deref().unwrap_or("");
-    let preemptible = matches!(preemption, "full" | "rt" | "dynamic(full)" | "lazy")
-        || preemption == "dynamic(lazy)";
-    if preemptible || preemption.is_empty() {
+    if preemptible(preemption) || preemption.is_empty() {
         return None;
     }
     let below: Vec<(String, String)> = named
         .iter()
-        .filter(|n| match n.kind.as_str() {
-            "kworker" => true,
-            "thread" => match (prio, rt_of(&n.sched)) {
-                (Some(p), Some(r)) => r < p,
-                (Some(_), None) => n.sched.as_deref() != Some("deadline"),
-                (None, _) => false,
-            },
-            _ => false,
-        })
+        .filter(|n| below_task(n, prio))
         .map(|n| (n.kind.clone(), n.name.clone()))
         .collect();
     if below.is_empty() {
@@ -1065,6 +1234,137 @@ fn preempt_full(rec: &Record, cpu: u32, named: &[Named], prio: Option<u32>) -> O
                 .into()
         },
         change: Change::Remove(below),
+    })
+}
+
+/// A SCHED_DEADLINE reservation for the work: `budget` of CPU every
+/// `period`, sized from the first advised profile (its compute per buffer
+/// and its buffer length), the budget over-reserved by the stolen share
+/// the reservation leaves.
+///
+/// A deadline task runs above every SCHED_FIFO, SCHED_RR and SCHED_OTHER
+/// thread and is not subject to RT throttling, so it takes out the
+/// threads that outrank a real-time task by priority (all threads for a
+/// task at SCHED_OTHER, which would otherwise share the CPU with them)
+/// and RT throttling. It does not take out interrupts and softirqs,
+/// idle exit, the stop class (`migration/N`), the hypervisor, nor threads
+/// below the task, which delay it only where the kernel does not preempt
+/// and would hold a deadline task off the same way.
+fn reservation(
+    rec: &Record,
+    cpu: u32,
+    named: &[Named],
+    prio: Option<u32>,
+    profiles: &[Profile],
+) -> Option<Candidate> {
+    let p = profiles.first()?;
+    let period = p.buffering.buffer_len;
+    let compute = p.buffering.compute.at(period);
+    if compute == Nanos::ZERO || period == Nanos::ZERO {
+        return None;
+    }
+    let outranks = |n: &Named| match n.kind.as_str() {
+        "throttle" => true,
+        "thread" => {
+            let comm = comm_tid(&n.name).0;
+            !comm.starts_with("migration/")
+                && n.sched.as_deref() != Some("deadline")
+                && match (prio, rt_of(&n.sched)) {
+                    (Some(p), Some(r)) => r >= p,
+                    (Some(_), None) => false,
+                    (None, _) => true,
+                }
+        }
+        "kworker" => prio.is_none(),
+        _ => false,
+    };
+    let keys: Vec<(String, String)> = named
+        .iter()
+        .filter(|n| outranks(n))
+        .map(|n| (n.kind.clone(), n.name.clone()))
+        .collect();
+    if keys.is_empty() {
+        return None;
+    }
+    let protected_ns: u64 = named
+        .iter()
+        .filter(|n| outranks(n))
+        .map(|n| n.total_ns)
+        .sum();
+    // What the reservation leaves stolen is still taken from the work's
+    // wall time inside its period, so the budget is asked for that much
+    // larger: compute ÷ (1 − share left), as a whole percent, rounded up.
+    let left = rec
+        .stolen
+        .iter()
+        .find(|s| s.cpu == cpu)
+        .map(|st| {
+            let gone: u64 = st
+                .by_source
+                .iter()
+                .filter(|b| keys.iter().any(|(k, n)| *k == b.kind && *n == b.name))
+                .map(|b| b.total_ns.0)
+                .sum();
+            st.total_ns.0.saturating_sub(gone) as f64 / st.observed_ns.0.max(1) as f64
+        })
+        .unwrap_or(0.0)
+        .clamp(0.0, 0.5);
+    let over_pct = ((left / (1.0 - left)) * 100.0).ceil() as u64;
+    let asked = compute.0 as f64 * (1.0 + over_pct as f64 / 100.0);
+    if asked > period.0 as f64 {
+        return None;
+    }
+    let fraction = asked / period.0 as f64;
+    let task = match prio {
+        Some(p) => format!("the task's FIFO {p}"),
+        None => "the task (SCHED_OTHER)".into(),
+    };
+    let mut target = BTreeMap::new();
+    target.insert("budget".into(), json!(compute.0));
+    target.insert("period".into(), json!(period.0));
+    target.insert("over_reserve_percent".into(), json!(over_pct));
+    let command = format!(
+        "punctual reserve --budget {compute} --period {period} --over-reserve {over_pct}% -- COMMAND"
+    );
+    Some(Candidate {
+        id: format!(
+            "reserve-{}-per-{}",
+            slug(&compute.to_string()),
+            slug(&period.to_string())
+        ),
+        kind: "reservation",
+        target,
+        description: format!(
+            "run the work under a SCHED_DEADLINE reservation of {compute} every {period} \
+             (+{over_pct}%), sized for {}: {command}",
+            p.name
+        ),
+        why: format!(
+            "a deadline task runs above every FIFO, RR and SCHED_OTHER thread and is not RT \
+             throttled: the {} source(s) that outranked {task} on CPU {cpu} (threads by \
+             priority, RT throttling) are taken out, {} attributed; interrupts, softirqs, \
+             idle exit, the hypervisor and threads below the task (which hold the CPU only \
+             where the kernel does not preempt, from a deadline task too) stay. The budget \
+             is over-reserved by the {} of CPU {cpu} the reservation leaves stolen; a period \
+             in which more is stolen than that overruns the budget and waits for the next \
+             (not predicted)",
+            keys.len(),
+            Nanos(protected_ns),
+            pct(left)
+        ),
+        cost: format!(
+            "{} of a CPU held for the work whether it uses it or not, and the program must \
+             be started under punctual reserve (the reservation may run on any CPU; the \
+             prediction is CPU {cpu}'s)",
+            pct(fraction)
+        ),
+        cost_cpu_fraction: fraction,
+        runtime_applicable: false,
+        permanent_how: format!(
+            "start the program under the reservation, e.g. from its systemd unit:\n\
+             ExecStart={command}"
+        ),
+        change: Change::Remove(keys),
     })
 }
 
@@ -1441,6 +1741,8 @@ mod tests {
             .find(|f| f.kind == "thread-affinity" && f.id.contains("tiny"))
             .unwrap();
         assert!(tiny.within_noise, "{tiny:?}");
+        // A gain the record cannot tell from none ranks nothing.
+        assert_eq!(tiny.gain_log10, 0.0);
     }
 
     /// Without wake-ups (a noise record) the gain is the stolen time and
@@ -1484,6 +1786,164 @@ mod tests {
         assert!(top.gain_log10 > 1.0, "{}", top.gain_log10);
         let irq = a.fixes.iter().find(|f| f.kind == "irq-affinity").unwrap();
         assert!(irq.gain_log10 < top.gain_log10);
+    }
+
+    /// `record()` with a second CPU account: `below` SCHED_OTHER threads
+    /// `cc/N` each delaying one wake-up in 200 by 1.2 ms (so together they
+    /// hold the tail past the FIFO-99 thread's 900 µs), with their share
+    /// in the spike log and the cause summary.
+    fn with_below_priority_work(below: u64) -> Record {
+        let mut r = record();
+        let mut sum = r.cause().unwrap();
+        let s = r
+            .series
+            .iter_mut()
+            .find(|s| s.name == "cpu1.latency")
+            .unwrap();
+        for i in 0..200_000u64 {
+            if i % 200 != 3 {
+                continue;
+            }
+            let name = format!("cc/{}", 1000 + i / 200 % below);
+            move_sample(s, Nanos::from_us(20), Some(Nanos::from_us(1220)));
+            r.spikes.push(Spike {
+                at_ns: Nanos::from_ms(i),
+                cpu: 1,
+                task: None,
+                metric: Metric::Latency,
+                value_ns: Nanos::from_us(1220),
+                causes: vec![share("thread", &name, 1_200_000)],
+                incomplete: false,
+            });
+        }
+        s.max = Nanos::from_us(1220);
+        settle(s);
+        for t in 0..below {
+            sum.per_cpu[0].sources.push(SourceTotalShare {
+                total: SourceTotal {
+                    kind: "thread".into(),
+                    name: format!("cc/{}", 1000 + t),
+                    sched: Some("nice0".into()),
+                    count: 1000 / below,
+                    total_ns: 1_200_000 * 1000 / below,
+                    max_ns: 1_200_000,
+                },
+                share: 0.01,
+            });
+        }
+        r.spikes.sort_by_key(|s| s.at_ns);
+        r.set_cause(&sum);
+        r
+    }
+
+    /// Below-priority work that holds the tail does not rank isolation
+    /// (or full preemption) above the named FIFO-99 thread: isolation is
+    /// ranked by what it takes out of the named causes, the same as
+    /// lowering the thread, at a higher cost; the advice says the rest
+    /// dominates; and full preemption, which takes out only the rest,
+    /// ranks after every fix a named cause ranks while its whole gain is
+    /// kept beside.
+    #[test]
+    fn below_priority_work_does_not_rank_a_fix_but_is_reported() {
+        let r = with_below_priority_work(20);
+        let a = advise(&r, &profiles(), true).unwrap();
+        let top = &a.fixes[0];
+        assert_eq!(top.kind, "priority", "{top:?}");
+        let iso = a.fixes.iter().find(|f| f.kind == "isolate-cpu").unwrap();
+        let pre = a.fixes.iter().find(|f| f.kind == "preempt").unwrap();
+        assert!((iso.gain_log10 - top.gain_log10).abs() < 1e-9);
+        assert!(iso.gain_all_log10 > top.gain_log10 + 1.0, "{iso:?}");
+        assert_eq!(pre.gain_log10, 0.0);
+        assert!(pre.gain_all_log10 > 1.0);
+        let pos = |k: &str| a.fixes.iter().position(|f| f.kind == k).unwrap();
+        assert!(pos("priority") < pos("isolate-cpu"));
+        assert!(pos("isolate-cpu") < pos("preempt"));
+        let rest = &a.remainder[0];
+        assert!(rest.dominates(), "{rest:?}");
+        assert_eq!(rest.below_sources, 20);
+        assert_eq!(rest.below_ns, Nanos::from_ms(1200));
+        assert!(rest.gain_all_log10 > 2.0 * rest.gain_named_log10);
+        // The FIFO-99 thread alone: the named causes hold what there is
+        // to gain, and nothing is said of a remainder.
+        let a = advise(&record(), &profiles(), true).unwrap();
+        assert!(!a.remainder[0].dominates(), "{:?}", a.remainder[0]);
+    }
+
+    /// A reservation takes out what outranks the task by priority (the
+    /// FIFO-99 thread) and RT throttling, not interrupts nor threads below
+    /// the task; it is sized from the first profile and over-reserved by
+    /// the stolen share it leaves; it names the `punctual reserve` line.
+    #[test]
+    fn a_reservation_takes_out_what_outranks_the_task_and_names_its_command() {
+        let mut r = with_below_priority_work(4);
+        r.spikes[0]
+            .causes
+            .push(share("throttle", "rt_runtime", 10_000));
+        let p = vec![consumer(1000)];
+        let a = advise(&r, &p, false).unwrap();
+        let res = a.fixes.iter().find(|f| f.kind == "reservation").unwrap();
+        assert_eq!(res.target["period"], json!(1_000_000));
+        assert_eq!(res.target["budget"], json!(20_000));
+        // 60 ms of the interrupt's stolen time left of 100 s observed:
+        // 0.06 %, rounded up to 1 %.
+        assert_eq!(res.target["over_reserve_percent"], json!(1));
+        assert!(res
+            .permanent_how
+            .contains("punctual reserve --budget 20us --period 1ms --over-reserve 1% -- COMMAND"));
+        assert!(!res.runtime_applicable);
+        assert!((res.cost_cpu_fraction - 0.0202).abs() < 1e-9);
+        // What it predicts is the record with the thread and the
+        // throttling taken out, and nothing else.
+        let edited = remove_sources(&r, 1, &|k, n| {
+            (k == "thread" && n == "hog/42") || k == "throttle"
+        });
+        let base = figures(&r, 1, &p);
+        let want = kept_where_shorter(&base, figures_edited(&r, &edited, 1, &p));
+        assert_eq!(res.predicted, want);
+        assert!(
+            res.predicted.p999_ns > Nanos::from_ms(1),
+            "the cc threads stay"
+        );
+        let irq_spikes = edited
+            .spikes
+            .iter()
+            .filter(|s| s.causes.iter().any(|c| c.name == "eth0"))
+            .count();
+        assert_eq!(irq_spikes, 200);
+        // A task at SCHED_OTHER is outranked by every thread.
+        r.set_config("timer.policy", "other");
+        let a = advise(&r, &p, false).unwrap();
+        let res = a.fixes.iter().find(|f| f.kind == "reservation").unwrap();
+        assert!(res.predicted.p999_ns < Nanos::from_us(100), "{res:?}");
+        // A workload with no compute has nothing to reserve.
+        let mut idle = consumer(1000);
+        idle.buffering = Buffering::new(
+            2,
+            Nanos::from_ms(1),
+            crate::model::Compute::Time(Nanos::ZERO),
+        );
+        let a = advise(&r, &[idle], false).unwrap();
+        assert!(a.fixes.iter().all(|f| f.kind != "reservation"));
+    }
+
+    /// A gain a hair above another's (a sliver of a source more) is a
+    /// tie no record resolves: the cheaper fix ranks first.
+    #[test]
+    fn a_hair_of_gain_does_not_outrank_a_cheaper_fix() {
+        let a = advise(&record(), &profiles(), true).unwrap();
+        let prio = a.fixes.iter().find(|f| f.kind == "priority").unwrap();
+        let mut dear = prio.clone();
+        dear.id = "a-dear".into();
+        dear.gain_log10 += 0.001;
+        dear.cost_cpu_fraction = 0.25;
+        let mut fixes = vec![dear.clone(), prio.clone()];
+        rank(&mut fixes);
+        assert_eq!(fixes[0].id, prio.id);
+        // A whole step more does outrank it.
+        dear.gain_log10 += GAIN_STEP;
+        let mut fixes = vec![prio.clone(), dear];
+        rank(&mut fixes);
+        assert_eq!(fixes[0].id, "a-dear");
     }
 
     #[test]

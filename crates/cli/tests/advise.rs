@@ -88,6 +88,61 @@ fn the_fifo99_thread_is_found_and_its_fixes_predicted_from_the_record() {
     }
 }
 
+/// The reservation is predicted and ranked like any fix, and its text
+/// names the exact `punctual reserve` line; `--apply` on it is refused
+/// before anything changes, with the remedy crate's sentence and that
+/// line.
+#[test]
+fn a_reservation_is_offered_with_its_command_and_refused_at_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fixes.json");
+    let f = fixture("advise-check-fifo99.json");
+    let o = advise(&[
+        f.to_str().unwrap(),
+        "--profile",
+        "ADSL 2 ms × 2",
+        "--top",
+        "30",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let rec = Record::read(&out).unwrap();
+    let res = rec
+        .fixes
+        .iter()
+        .find(|x| x.kind == "reservation")
+        .expect("a reservation fix");
+    let line = format!(
+        "punctual reserve --budget {} --period {} --over-reserve {}% -- COMMAND",
+        punctual_record::Nanos(res.target["budget"].as_u64().unwrap()),
+        punctual_record::Nanos(res.target["period"].as_u64().unwrap()),
+        res.target["over_reserve_percent"]
+    );
+    assert!(text.contains(&line), "{line}\n{text}");
+    // ADSL 2 ms × 2: 25 % of 2 ms per 2 ms.
+    assert_eq!(res.target["period"], serde_json::json!(2_000_000));
+    assert_eq!(res.target["budget"], serde_json::json!(500_000));
+    // It takes out the FIFO-99 thread, as lowering that thread does.
+    let prio = rec.fixes.iter().find(|x| x.kind == "priority").unwrap();
+    assert_eq!(res.predicted.p99_ns, prio.predicted.p99_ns);
+    assert!(!res.runtime_applicable);
+    let o = advise(&[
+        f.to_str().unwrap(),
+        "--profile",
+        "ADSL 2 ms × 2",
+        "--apply",
+        &res.id,
+        "--verify",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("already running"), "{e}");
+    assert!(e.contains(&line), "{e}");
+}
+
 #[test]
 fn one_profile_gets_a_buffering_fix_from_the_same_queue_model() {
     let f = fixture("advise-timer-disk.json");

@@ -60,9 +60,16 @@ pub struct Fix {
     pub now: FixFigures,
     pub predicted: FixFigures,
     /// Sum over the profiles of log10(MTTF after / MTTF now), each MTTF
-    /// capped at its profile's target and each term at least 0: what the
-    /// ranking orders by.
+    /// capped at its profile's target and each term at least 0, from the
+    /// named causes the fix takes out: what the ranking orders by. Time
+    /// of threads below a real-time task's priority, which held the CPU
+    /// only where the kernel would not preempt, is left in.
     pub gain_log10: f64,
+    /// The same sum with everything the fix takes out, below-priority
+    /// work included: equal to `gain_log10` unless the fix also removes
+    /// such work (isolation, full preemption, moving such a thread).
+    #[serde(default)]
+    pub gain_all_log10: f64,
     /// True when every profile's predicted MTTF lies inside the 95 %
     /// interval of doing nothing: the record cannot tell this fix from
     /// none.

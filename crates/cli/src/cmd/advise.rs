@@ -143,7 +143,7 @@ pub fn run(a: Args) -> CliResult {
         rec.fixes = adv.fixes;
         print!(
             "{}",
-            punctual_report::text::advise::advise_text(&rec, &adv.now, a.top)
+            punctual_report::text::advise::advise_text(&rec, &adv.now, &adv.remainder, a.top)
         );
         if let Some(id) = &a.apply {
             verify(&mut rec, id, &profs, a.keep)?;
@@ -188,6 +188,21 @@ fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResul
         )));
     };
     let remedy = remedy_of(&rec.fixes[i])?;
+    if let Remedy::Reservation { .. } = remedy {
+        // The remedy crate's own refusal, and the command that makes it.
+        let why = remedy::check(&remedy)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let how = rec.fixes[i]
+            .permanent_how
+            .lines()
+            .find_map(|l| l.split_once("ExecStart=").map(|(_, c)| c.to_string()))
+            .unwrap_or_else(|| remedy.permanent_how());
+        return Err(CliError::usage(format!(
+            "--apply {id}: {why}; run it as: {how}"
+        )));
+    }
     if !rec.fixes[i].runtime_applicable {
         return Err(CliError::usage(format!(
             "fix {id} cannot be applied at run time on the measured kernel; make it permanent \

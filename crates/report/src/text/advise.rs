@@ -2,8 +2,9 @@
 //! fix's prediction beside the record as measured, its interval, why,
 //! cost, and how to make it permanent.
 
+use punctual_analysis::advise::Remainder;
 use punctual_analysis::verdict::human_secs;
-use punctual_record::{Fix, FixFigures, Record, VerdictState};
+use punctual_record::{Fix, FixFigures, Nanos, Record, VerdictState};
 
 fn mttf(m: Option<f64>) -> String {
     m.map(human_secs).unwrap_or_else(|| "never".into())
@@ -55,12 +56,77 @@ pub fn now_line(cpu: u32, f: &FixFigures) -> String {
     )
 }
 
+/// One line, when what no fix targets by name could buy more than every
+/// named cause together: how much it is, what it likely is on this
+/// kernel, and what would tell more. Empty otherwise.
+pub fn remainder_line(r: &Remainder) -> String {
+    if !r.dominates() {
+        return String::new();
+    }
+    let total = (r.named_ns.0 + r.below_ns.0 + r.unexplained_ns.0).max(1) as f64;
+    let share = |x: Nanos| format!("{:.0}%", x.0 as f64 / total * 100.0);
+    let mut parts = Vec::new();
+    if r.below_ns > Nanos::ZERO {
+        parts.push(format!(
+            "{} is {} thread(s) and kworker(s) below the task's priority (SCHED_OTHER work, \
+             mostly) that held the CPU {}",
+            share(r.below_ns),
+            r.below_sources,
+            if r.preemptible() {
+                "in preempt-off sections".to_string()
+            } else {
+                format!(
+                    "in kernel code this '{}' kernel does not preempt",
+                    r.preemption
+                )
+            }
+        ));
+    }
+    if r.unexplained_ns > Nanos::ZERO {
+        parts.push(format!(
+            "{} has no source (no guest event: likely the hypervisor or the hardware)",
+            share(r.unexplained_ns)
+        ));
+    }
+    let mut learn = vec!["measure longer with --cause".to_string()];
+    if r.below_ns > Nanos::ZERO && !r.preemptible() {
+        learn.push(
+            "again with full preemption (--apply preempt-full --verify, or a preemptible \
+             kernel)"
+                .into(),
+        );
+    }
+    if r.unexplained_ns > Nanos::ZERO {
+        learn.push("on the host or bare metal for the time with no guest event".into());
+    }
+    let learn = learn.join(", ");
+    format!(
+        "unexplained on CPU {}: taking out all attributed time would buy a gain of {:.2}, the \
+         named causes alone {:.2}; of the attributed time {}; fixes rank by the named causes \
+         (the record names who ran, not what held preemption off, nor whether that work \
+         stays); to learn more, {learn}\n",
+        r.cpu,
+        r.gain_all_log10,
+        r.gain_named_log10,
+        parts.join(", and ")
+    )
+}
+
 /// The ranked table and the detail of the first `top` fixes of `rec`
-/// (its `fixes`, best first), `now` the measured figures per CPU.
-pub fn advise_text(rec: &Record, now: &[(u32, FixFigures)], top: usize) -> String {
+/// (its `fixes`, best first), `now` the measured figures per CPU and
+/// `rest` what no fix targets by name on each.
+pub fn advise_text(
+    rec: &Record,
+    now: &[(u32, FixFigures)],
+    rest: &[Remainder],
+    top: usize,
+) -> String {
     let mut out = String::new();
     for (cpu, f) in now {
         out.push_str(&now_line(*cpu, f));
+        if let Some(r) = rest.iter().find(|r| r.cpu == *cpu) {
+            out.push_str(&remainder_line(r));
+        }
     }
     let shown: Vec<&Fix> = rec.fixes.iter().take(top).collect();
     if shown.is_empty() {
@@ -88,12 +154,12 @@ pub fn advise_text(rec: &Record, now: &[(u32, FixFigures)], top: usize) -> Strin
         .max()
         .unwrap_or(2);
     out.push_str(&format!(
-        "{:>2}  {:<w$} {:>10} {:>10} {:>8} {:>10} {:>7} {:>6}  {}\n",
-        "#", "id", "p99", "p99.9", "stolen", "MTTF", "gain", "meet", "cost"
+        "{:>2}  {:<w$} {:>10} {:>10} {:>8} {:>10} {:>7} {:>7} {:>6}  {}\n",
+        "#", "id", "p99", "p99.9", "stolen", "MTTF", "gain", "w/ rest", "meet", "cost"
     ));
     for (i, f) in shown.iter().enumerate() {
         out.push_str(&format!(
-            "{:>2}  {:<w$} {:>10} {:>10} {:>8} {:>10} {:>7.2} {:>6}  {}{}\n",
+            "{:>2}  {:<w$} {:>10} {:>10} {:>8} {:>10} {:>7.2} {:>7.2} {:>6}  {}{}\n",
             i + 1,
             f.id,
             f.predicted.p99_ns.to_string(),
@@ -105,6 +171,7 @@ pub fn advise_text(rec: &Record, now: &[(u32, FixFigures)], top: usize) -> Strin
                 mttf(f.predicted.mttf_s)
             },
             f.gain_log10,
+            f.gain_all_log10.max(f.gain_log10),
             format!("{}/{}", meeting(&f.predicted), f.predicted.profiles.len()),
             pct_cost(f.cost_cpu_fraction),
             if f.within_noise {
@@ -142,6 +209,13 @@ pub fn advise_text(rec: &Record, now: &[(u32, FixFigures)], top: usize) -> Strin
                 meeting(&f.predicted),
                 f.predicted.profiles.len(),
                 meeting(&f.now)
+            ));
+        }
+        if f.gain_all_log10 > f.gain_log10 + 0.005 {
+            out.push_str(&format!(
+                "   ranked by the named causes it takes out (gain {:.2}); with the \
+                 below-priority work it also takes out, {:.2}\n",
+                f.gain_log10, f.gain_all_log10
             ));
         }
         if f.within_noise {
