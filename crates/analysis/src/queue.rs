@@ -254,6 +254,11 @@ pub struct QueueForecast {
     pub stalls: StallModel,
     /// When stalls come, from the spike log (None: Poisson arrivals).
     pub renewal: Option<Renewal>,
+    /// The stalled wake-ups were taken from the stall model for a
+    /// consumer asleep t − c of each period (`forecast_sleeping`), not
+    /// from the record's late wake-ups as they are.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub consumer_sleep: bool,
 }
 
 /// Cells needed to hold `v`, rounded up (a hair of tolerance keeps exact
@@ -1036,6 +1041,7 @@ pub fn forecast_sleeping(
         backlog_modelled,
         stalls: stalls.clone(),
         renewal,
+        consumer_sleep: sleep,
     }
 }
 
@@ -1046,9 +1052,17 @@ pub fn assumptions(q: &QueueForecast) -> Vec<String> {
          next one (backlog carried across periods); an underrun skips to the next period \
          boundary with the ring refilled"
             .to_string(),
-        "each wake-up's latency is an independent draw from the record (wake-ups of a thread \
-         that slept as long as the probe did)"
-            .to_string(),
+        if q.consumer_sleep {
+            "each wake-up's latency is an independent draw: below the stall threshold from the \
+             record, beyond it from the stall process for a consumer asleep t − c of each \
+             period (a stall that begins during the compute is charged there, not again to the \
+             next wake-up)"
+                .to_string()
+        } else {
+            "each wake-up's latency is an independent draw from the record (wake-ups of a thread \
+             that slept as long as the probe did)"
+                .to_string()
+        },
         match &q.stalls.noise {
             None => format!(
                 "stalls during the compute: latencies from {} (the median {} + 2 × (p90 − p10)) up are read as \
