@@ -17,7 +17,10 @@
 # CAL_QUEUE=1: probe and consumer queue delayed jobs instead (the first
 # harness); CAL_RENEWAL=1: renewal arrivals (--arrivals renewal). Prints a markdown table: coverage of the nominal 95%
 # interval, decided verdicts (targets at 0.1, 0.3, 3 and 10 × the true
-# MTTF) and how many were wrong, median predicted ÷ true rate.
+# MTTF) and how many were wrong, the median and the mean of predicted ÷
+# true rate, and how many records forecast fewer than one underrun in
+# their own length (they saw no underrun-sized event: their point
+# estimate is near zero, and a median of them says nothing of the model).
 # Deterministic (fixed seeds). About a minute on 2 cores after the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -64,13 +64,19 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     let service = b.service();
     let per_s = 1e9 / service.0 as f64;
     let rate = p.probability * per_s;
+    // Where the stall inference sees every wake-up instant (the periods a
+    // long stall swallowed placed, or none to place), the record's late
+    // wake-ups are re-weighted to a consumer that sleeps only t − c of
+    // each period (`queue::forecast_sleeping`); otherwise the inference
+    // reads long stalls short and the wake-ups stay as recorded.
+    let sleeping = |extra: &[Nanos]| {
+        let st = queue::StallModel::from_tail(&m.tail.with_extra(extra));
+        queue::forecast_sleeping(&m.tail, &st, m.stall_times.as_ref(), b, true)
+    };
     let q = match &m.gap_stalls {
         None => match swallowed_wake_ups(m) {
-            Some(extra) if !extra.is_empty() => {
-                let st = queue::StallModel::from_tail(&m.tail.with_extra(&extra));
-                queue::forecast_with(&m.tail, &st, m.stall_times.as_ref(), b)
-            }
-            _ => queue::forecast(&m.tail, m.stall_times.as_ref(), b),
+            Some(extra) => sleeping(&extra),
+            None => queue::forecast(&m.tail, m.stall_times.as_ref(), b),
         },
         Some(g) => {
             let wake = queue::StallModel::from_tail(&m.tail);
@@ -726,6 +732,45 @@ mod tests {
             "{a}"
         );
         assert_eq!(says(&build(Nanos::from_us(900))), None);
+    }
+
+    /// 20 stalls of 5 ms in 100 s, each seen by a 1 ms probe as one
+    /// wake-up 4.5 ms late and four swallowed periods (all in the spike
+    /// log). For 3 × 1 ms, c = 0.5 ms every such stall is one underrun
+    /// wherever it begins: during the compute it stretches it past the
+    /// deadline, during the sleep it delays the wake-up as far. So the
+    /// rate is the stall rate, 0.2/s. Taking the probe's late wake-ups,
+    /// which see every stall that began within its 1 ms period, as the
+    /// consumer's, which sleeps only 0.5 ms, and charging the computes
+    /// with the stall process as well counts the stalls that begin during
+    /// a compute twice: 1.5 × the rate.
+    #[test]
+    fn a_stall_is_charged_once_to_a_consumer_that_sleeps_t_minus_c() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        let mut log = Vec::new();
+        for i in 0..100_000u64 {
+            if i % 5000 == 2500 {
+                r.record(Nanos::from_us(4520));
+                log.push((Nanos::from_ms(i), Nanos::from_us(4520)));
+            } else if i % 5000 > 2500 && i % 5000 <= 2504 {
+                // Swallowed by the stall: missed periods, not latencies.
+            } else {
+                r.record(Nanos::from_us(20 + i % 7));
+            }
+        }
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let mut m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
+        m.spike_log = log;
+        let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let x = mttf(&m, &b).unwrap();
+        let rate = x.underrun_rate_per_s;
+        assert!((rate - 0.2).abs() < 0.2 * 0.1, "{rate}/s");
+        // The same stall process with the probe's late wake-ups as they are.
+        let extra = swallowed_wake_ups(&m).unwrap();
+        assert_eq!(extra.len(), 20 * 4);
+        let st = queue::StallModel::from_tail(&m.tail.with_extra(&extra));
+        let twice = queue::forecast_with(&m.tail, &st, None, &b).rate_per_s;
+        assert!(twice > 1.35 * 0.2, "{twice}/s");
     }
 
     /// 100 s of a 1 ms probe with 40 late wake-ups of 3 ms: spread one

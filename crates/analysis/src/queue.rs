@@ -254,6 +254,11 @@ pub struct QueueForecast {
     pub stalls: StallModel,
     /// When stalls come, from the spike log (None: Poisson arrivals).
     pub renewal: Option<Renewal>,
+    /// The stalled wake-ups were taken from the stall model for a
+    /// consumer asleep t − c of each period (`forecast_sleeping`), not
+    /// from the record's late wake-ups as they are.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub consumer_sleep: bool,
 }
 
 /// Cells needed to hold `v`, rounded up (a hair of tolerance keeps exact
@@ -729,6 +734,52 @@ pub fn forecast_with(
     times: Option<&StallTimes>,
     b: &Buffering,
 ) -> QueueForecast {
+    forecast_sleeping(tail, stalls, times, b, false)
+}
+
+/// ∫₀^y P(G > u) du for the stall model's lengths: the mean of min(G, y).
+fn mean_capped(stalls: &StallModel, y: f64) -> f64 {
+    stalls
+        .lengths
+        .iter()
+        .map(|&(len, share)| share * len.min(y).max(0.0))
+        .sum()
+}
+
+/// Probability that a consumer sleeping `sleep_ns` before each wake-up
+/// wakes later than the stall residue `y`, from the stall model alone.
+///
+/// A wake-up instant is late by y when a stall of length G began u
+/// before it and G − u = y: over every instant the density is
+/// λ·P(G > y), the residual-life relation the stall model is read from.
+/// A consumer computes for c of each period and sleeps only the rest: a
+/// stall that began during its compute stretches the compute (the
+/// stolen time S) and the backlog carries it to the next wake-up; only
+/// one that began while it slept, u < t − c, makes its wake-up late. So
+/// its density is λ·P(y ≤ G < y + (t − c)) and its survival
+/// λ·∫_y^{y + t − c} P(G > u) du. Taking the probe's late wake-ups as
+/// the consumer's instead counts a stall that begins during a compute
+/// twice when the probe sleeps longer than t − c (once stretching the
+/// compute, once more delaying a wake-up), and misses the late wake-ups
+/// a consumer that sleeps longer than the probe's period meets (the
+/// probe's are swallowed periods, not latencies).
+fn sleeping_late(stalls: &StallModel, y: f64, sleep_ns: f64) -> f64 {
+    stalls.rate_per_s / 1e9 * (mean_capped(stalls, y + sleep_ns) - mean_capped(stalls, y))
+}
+
+/// As [`forecast_with`]; `sleeping: true` (only where `stalls` was
+/// inferred from this tail with every wake-up instant of the probe, the
+/// periods a long stall swallowed placed) takes the stalled wake-ups from
+/// the stall model for a consumer that sleeps t − c of each period
+/// ([`sleeping_late`]) instead of the record's late wake-ups as they
+/// are; the rest of the stall process is charged to its compute.
+pub fn forecast_sleeping(
+    tail: &Tail,
+    stalls: &StallModel,
+    times: Option<&StallTimes>,
+    b: &Buffering,
+    sleeping: bool,
+) -> QueueForecast {
     let t = b.service().0 as f64;
     let len = b.buffer_len.0 as f64;
     let c = b.compute.at(b.buffer_len).0 as f64;
@@ -756,14 +807,51 @@ pub fn forecast_with(
     let mut quiet = vec![0.0; over + 1];
     let mut stalled = vec![0.0; over + 1];
     let counts_as_stall = stalls.rate_per_s > 0.0;
+    let sleep = sleeping && counts_as_stall && stalls.noise.is_none();
     for &(lo, cnt) in tail.buckets() {
         let v = (lo + tail.bucket_ns).min(tail.max.0.max(lo));
-        let into = if counts_as_stall && v > stalls.threshold_ns.0 {
-            &mut stalled
+        if counts_as_stall && v > stalls.threshold_ns.0 {
+            if !sleep {
+                stalled[cells(v as f64, grid, over)] += cnt as f64 / n;
+            }
         } else {
-            &mut quiet
-        };
-        into[cells(v as f64, grid, over)] += cnt as f64 / n;
+            quiet[cells(v as f64, grid, over)] += cnt as f64 / n;
+        }
+    }
+    if sleep {
+        // The survival at each cell edge from the threshold on; the mass
+        // between two edges goes to the upper one (values rounded up).
+        let tau = (t - c).max(0.0);
+        let base = stalls.base_ns.0 as f64;
+        let longest = stalls.lengths.iter().map(|l| l.0).fold(0.0, f64::max);
+        let mut x = stalls.threshold_ns.0 as f64;
+        let mut above = sleeping_late(stalls, x - base, tau);
+        while above > 0.0 && x - base < longest {
+            let cell = cells(x + 1.0, grid, over);
+            let edge = (cell as f64 * grid).max(x + 1.0);
+            let next = sleeping_late(stalls, edge - base, tau);
+            stalled[cell] += above - next;
+            above = next;
+            x = edge;
+            if cell >= over {
+                stalled[over] += above;
+                break;
+            }
+        }
+    }
+    // Wake-ups the re-weighting took from (gave to) the stalled ones come
+    // from (go to) the quiet ones, in proportion.
+    if sleep {
+        let stalled_sum: f64 = stalled.iter().sum();
+        let share = stalled_sum.min(1.0);
+        if stalled_sum > share {
+            stalled.iter_mut().for_each(|p| *p *= share / stalled_sum);
+        }
+        let quiet_sum: f64 = quiet.iter().sum();
+        if quiet_sum > 0.0 {
+            let scale = (1.0 - share) / quiet_sum;
+            quiet.iter_mut().for_each(|p| *p *= scale);
+        }
     }
     let quiet_share: f64 = quiet.iter().sum();
     let stalled_share = 1.0 - quiet_share;
@@ -953,6 +1041,7 @@ pub fn forecast_with(
         backlog_modelled,
         stalls: stalls.clone(),
         renewal,
+        consumer_sleep: sleep,
     }
 }
 
@@ -963,9 +1052,17 @@ pub fn assumptions(q: &QueueForecast) -> Vec<String> {
          next one (backlog carried across periods); an underrun skips to the next period \
          boundary with the ring refilled"
             .to_string(),
-        "each wake-up's latency is an independent draw from the record (wake-ups of a thread \
-         that slept as long as the probe did)"
-            .to_string(),
+        if q.consumer_sleep {
+            "each wake-up's latency is an independent draw: below the stall threshold from the \
+             record, beyond it from the stall process for a consumer asleep t − c of each \
+             period (a stall that begins during the compute is charged there, not again to the \
+             next wake-up)"
+                .to_string()
+        } else {
+            "each wake-up's latency is an independent draw from the record (wake-ups of a thread \
+             that slept as long as the probe did)"
+                .to_string()
+        },
         match &q.stalls.noise {
             None => format!(
                 "stalls during the compute: latencies from {} (the median {} + 2 × (p90 − p10)) up are read as \

@@ -410,6 +410,24 @@ fn injector_forecast_matches_closed_form_and_real_consumer() {
     assert!((0.5..=2.0).contains(&r), "observed/predicted {r}: {c}");
 }
 
+/// An injector that would spin through its whole period is refused
+/// with one sentence and exit 2, before anything is measured.
+#[test]
+fn validate_refuses_an_injector_spin_as_long_as_its_period() {
+    let out = punctual()
+        .args(["validate", "--load", "injector"])
+        .args(["--injector-period", "2ms", "--injector-spin", "2ms"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--injector-spin 2ms must be shorter than --injector-period 2ms"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
 /// `write_record` on CPU 0, plus (optionally) a noise gap series for
 /// CPU 0: `gaps` gaps of `gap_us` in `running_s` seconds of running time.
 fn noise_parts(gaps: u64, gap_us: u64, running_s: u64) -> (punctual_record::Series, Value) {

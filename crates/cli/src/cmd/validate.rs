@@ -65,6 +65,12 @@ pub struct Args {
     /// Loads to run: none, injector, or both.
     #[arg(long, default_value = "both")]
     pub load: String,
+    /// The injector's period (it spins --injector-spin once per period).
+    #[arg(long, default_value = "10.37ms", value_parser = opts::positive_duration)]
+    pub injector_period: Nanos,
+    /// How long the injector spins each period, at SCHED_FIFO 99.
+    #[arg(long, default_value = "1ms", value_parser = opts::positive_duration)]
+    pub injector_spin: Nanos,
     /// SCHED_FIFO priority of the probe and the consumer.
     #[arg(long, default_value_t = 95)]
     pub priority: u8,
@@ -133,6 +139,12 @@ fn setup(a: &Args) -> CliResult<(Buffering, Vec<&'static str>)> {
             )))
         }
     };
+    if a.injector_spin >= a.injector_period {
+        return Err(CliError::usage(format!(
+            "--injector-spin {} must be shorter than --injector-period {}",
+            a.injector_spin, a.injector_period
+        )));
+    }
     if !opts::online_cpus().contains(&a.cpu) {
         return Err(CliError::usage(format!(
             "--cpu {} is not online on this machine",
@@ -196,14 +208,14 @@ fn measure_load(
             "validate: load {load}, round {round}/{}: timer probe {phase}, then the buffered consumer {phase}, then the noise probe {noise_phase_len}",
             a.rounds
         );
-        let (tp, n1) = with_load(load, a.cpu, || timer_phase(a, phase, Arc::clone(stop)))?;
+        let (tp, n1) = with_load(a, load, || timer_phase(a, phase, Arc::clone(stop)))?;
         logs.push((tp.spikes, tp.dropped));
         let r = tp.latency;
         match &mut rec {
             Some(all) => all.merge(&r),
             None => rec = Some(r),
         }
-        let (o, n2) = with_load(load, a.cpu, || {
+        let (o, n2) = with_load(a, load, || {
             Ok(consumer::run(a.cpu, a.priority, phase, b, Arc::clone(stop)))
         })?;
         obs.seconds += o.seconds;
@@ -223,7 +235,7 @@ fn measure_load(
                 None => consumer_late = Some(r),
             }
         }
-        let (p, n3) = with_load(load, a.cpu, || {
+        let (p, n3) = with_load(a, load, || {
             noise_phase(a, noise_phase_len, np.threshold, Arc::clone(stop))
         })?;
         np.add(p);
@@ -492,10 +504,12 @@ fn noise_phase(
 }
 
 /// Runs `f` with the load running (and stopped after, on every path).
-fn with_load<T>(load: &str, cpu: u32, f: impl FnOnce() -> CliResult<T>) -> CliResult<(T, u64)> {
+fn with_load<T>(a: &Args, load: &str, f: impl FnOnce() -> CliResult<T>) -> CliResult<(T, u64)> {
     if load == "injector" {
         let n = NoisyNeighbor::start(NeighborConfig {
-            cpu,
+            cpu: a.cpu,
+            period: a.injector_period,
+            spin: a.injector_spin,
             ..NeighborConfig::default()
         })
         .map_err(|e| CliError::runtime(format!("cannot start the injector: {e}")))?;
