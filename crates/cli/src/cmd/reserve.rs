@@ -30,10 +30,15 @@ pub struct Args {
     /// Relative deadline (default: the period).
     #[arg(long, value_parser = opts::duration, allow_hyphen_values = true)]
     deadline: Option<Nanos>,
-    /// plain (Rez), catchup (Rez-C) or feedback (Rez-FB).
+    /// What the reservation does about time stolen from it (interrupts,
+    /// kernel threads): `plain` runs its budget and loses what was stolen,
+    /// `catchup` makes the stolen time up in the same period (up to
+    /// --max-budget), `feedback` adjusts next period's budget from what
+    /// the thread received (docs/reserve.md; sources in docs/references.md).
     #[arg(long, default_value = "plain")]
     mode: String,
-    /// Rez-FB gain G, in (0, 2).
+    /// How strongly `feedback` corrects the budget each period, in (0, 2):
+    /// the share of the last period's shortfall added back.
     #[arg(long, default_value = "0.5", allow_hyphen_values = true)]
     gain: String,
     /// Static over-reservation: ask the kernel for R·(1+x); e.g. 10%, -10%.
@@ -57,8 +62,8 @@ pub struct Args {
     test_app: bool,
     /// Several reservations for the test app, AMOUNT/PERIOD each (repeat
     /// the option, e.g. --reserve 4ms/20ms --reserve 3ms/10ms): each gets
-    /// a reserved thread, placed on the least-utilized CPU (as Rialto/NT does) in a
-    /// one-CPU partition of its own. Replaces --budget, --period and --cpu.
+    /// a reserved thread, placed on the least-utilized CPU in a one-CPU
+    /// partition of its own. Replaces --budget, --period and --cpu.
     #[arg(long = "reserve", value_name = "AMOUNT/PERIOD")]
     reserve: Vec<String>,
     /// Test application threads per reservation: one reserved plus
