@@ -4,95 +4,14 @@
 //! competitors, the constraint, and the warnings.
 //!
 //! It reads the record alone: the settings from `config`, the periods from
-//! `period_summary` and `stolen`, and the reserve section from `extra`
-//! (written by `punctual_reserve::record::ReserveReport`; its keys are
-//! listed in docs/record-format.md). Those keys are read through the
-//! private view below, which names only what the text shows: the report
-//! crate stands below `punctual-reserve` and does not import it.
+//! `period_summary` and `stolen`, and the reserve section of `extra`
+//! through the type that wrote it, `punctual_record::reserve::ReserveReport`
+//! (its keys are listed in docs/record-format.md).
 
 use std::fmt::Write;
 
+use punctual_record::reserve::Decision;
 use punctual_record::{Nanos, Record};
-use serde::Deserialize;
-
-/// The reserve section of `extra`, as far as the text needs it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct View {
-    notes: Vec<String>,
-    received_source: String,
-    charged_total_ns: Option<Nanos>,
-    schedstat_charged_total_ns: Option<Nanos>,
-    host_steal_ns: Option<Nanos>,
-    requested_mean_ns: Option<Nanos>,
-    controller: Option<Controller>,
-    misses: Option<Misses>,
-    trace: Option<TraceCounts>,
-    exit_code: Option<i32>,
-    ended_by_punctual: bool,
-    background: Vec<Background>,
-    constraint: Option<Constraint>,
-    reservations: Option<Vec<Reservation>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Controller {
-    updates: u64,
-    applied: u64,
-    enforce_overhead_ns: Option<Nanos>,
-    overhead_ns: Nanos,
-    setattr_refusals: u64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Misses {
-    short_charged: u64,
-    stolen: u64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct TraceCounts {
-    lost_events: u64,
-    incomplete_periods: u64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Background {
-    name: String,
-    received_ns: Nanos,
-    observed_ns: Nanos,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-enum Decision {
-    Granted,
-    Denied { reason: String },
-}
-
-#[derive(Debug, Deserialize)]
-struct Constraint {
-    estimate_ns: Nanos,
-    start_ns: Nanos,
-    deadline_ns: Nanos,
-    decision: Decision,
-    completed_at_ns: Option<Nanos>,
-    met_deadline: bool,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Reservation {
-    period_ns: Nanos,
-    cpu: u32,
-    requested_mean_ns: Nanos,
-    controller_updates: u64,
-    controller_overhead_ns: Nanos,
-}
 
 fn config_nanos(rec: &Record, key: &str) -> Nanos {
     Nanos(rec.config.get(key).and_then(|v| v.as_u64()).unwrap_or(0))
@@ -107,10 +26,7 @@ fn config_f64(rec: &Record, key: &str) -> f64 {
 /// follows it). A record whose reserve section does not read is printed
 /// as far as its settings go.
 pub fn summary(rec: &Record) -> String {
-    let view: View = serde_json::from_value(serde_json::Value::Object(
-        rec.extra.clone().into_iter().collect(),
-    ))
-    .unwrap_or_default();
+    let view = rec.reserve().unwrap_or_default();
     let mut w = String::new();
     let pct = |x: f64| format!("{:.2}%", x * 100.0);
     let place = match rec.config.get("cpu").and_then(|v| v.as_u64()) {
@@ -236,7 +152,7 @@ pub fn summary(rec: &Record) -> String {
                 enforce.0 as f64 / reserved_total * 100.0
             );
         }
-        for b in &view.background {
+        for b in view.background.iter().flatten() {
             let _ = writeln!(
                 w,
                 "  competitor {}: received {} of {}",
@@ -328,11 +244,11 @@ pub fn summary(rec: &Record) -> String {
                 controller.overhead_ns.0 as f64 / reserved_total * 100.0
             );
         }
-        if let Some(code) = view.exit_code {
+        if let Some(code) = view.exit_code.flatten() {
             let _ = writeln!(
                 w,
                 "  command exited with status {code}{}",
-                if view.ended_by_punctual {
+                if view.ended_by_punctual == Some(true) {
                     " (ended by punctual at --duration)"
                 } else {
                     ""
