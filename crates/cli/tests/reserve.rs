@@ -189,6 +189,22 @@ fn bad_input_is_one_sentence_and_status_2() {
             &["reserve", "--constraint", "5ms@40ms..30ms", "--test-app"],
             "not after",
         ),
+        // A constraint ending after the run would stretch it.
+        (
+            &[
+                "reserve",
+                "--duration",
+                "1s",
+                "--constraint",
+                "5ms@3s..3.5s",
+                "--test-app",
+            ],
+            "--duration 3.5s or more",
+        ),
+        (
+            &["reserve", "--constraint", "5ms@11s..12s", "--test-app"],
+            "default length",
+        ),
         (
             &[
                 "reserve",

@@ -100,6 +100,9 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
+/// How long the test app runs without --duration.
+const TEST_APP_DURATION: Nanos = Nanos::from_secs(10);
+
 /// Who stops the test app's reserved thread at its budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Enforce {
@@ -221,6 +224,19 @@ fn validate_one(
             "--constraint is demonstrated by --test-app; add --test-app",
         ));
     }
+    // The test app waits for its constraint thread, so a deadline past the
+    // run's end would stretch the run beyond what was asked.
+    if let (Some(c), Some(text)) = (&constraint, &a.constraint) {
+        let run_for = a.duration.unwrap_or(TEST_APP_DURATION);
+        if c.deadline > run_for {
+            return Err(CliError::usage(format!(
+                "--constraint {text} ends {} after the start, later than the run's {run_for}{}: give --duration {} or more, or an earlier deadline",
+                c.deadline,
+                if a.duration.is_some() { " (--duration)" } else { " (the test app's default length)" },
+                c.deadline
+            )));
+        }
+    }
     if let Some(c) = a.cpu {
         let online = opts::online_cpus();
         if !online.contains(&c) {
@@ -325,7 +341,7 @@ pub fn run(a: Args) -> CliResult {
         punctual_live::sysinfo::collect(),
     );
     rec.started_at = started_at;
-    let asked = a.duration.unwrap_or(Nanos::from_secs(10));
+    let asked = a.duration.unwrap_or(TEST_APP_DURATION);
     let thread_enforced = match a.enforce {
         Some(Enforce::Thread) => true,
         Some(Enforce::Kernel) => false,
