@@ -102,6 +102,7 @@ pub fn summary(rec: &Record) -> String {
         Some(s) => s,
         None => return w,
     };
+    let hint = plain_hint(rec, &view, s, mode_name);
     let miss = s.misses as f64 / s.periods.max(1) as f64;
     let _ = writeln!(
         w,
@@ -256,10 +257,68 @@ pub fn summary(rec: &Record) -> String {
             );
         }
     }
+    if let Some(h) = hint {
+        let _ = writeln!(w, "  hint: {h}");
+    }
     for warn in &rec.warnings {
         let _ = writeln!(w, "  warning: {}", warn.message());
     }
     w
+}
+
+/// What to change when a plain reservation missed most of its periods.
+///
+/// Why: plain mode asks for exactly the budget, and a thread that stops
+/// once charged it (the test app) receives the budget less whatever was
+/// stolen inside the period, so on a machine with any interrupt load
+/// nearly every period misses. Over-reserving by the stolen share, or
+/// letting catch-up make the stolen time up, is the fix; a command that
+/// the tick stops short needs a budget well above the tick instead.
+fn plain_hint(
+    rec: &Record,
+    view: &punctual_record::reserve::ReserveReport,
+    s: &punctual_record::PeriodSummary,
+    mode: &str,
+) -> Option<String> {
+    if mode != "plain" || s.periods == 0 || s.misses * 2 <= s.periods {
+        return None;
+    }
+    let short = view.misses.as_ref().map_or(0, |m| m.short_charged);
+    if view.received_source == "schedstat" {
+        // Charged time only: a miss is a period the tick stopped short.
+        return Some(
+            "a command's period misses when the kernel stops it short after an overrun at the \
+             tick: a budget several ticks long, or --hrtick, leaves less to repay"
+                .into(),
+        );
+    }
+    if view.received_source == "trace" && short * 2 > s.misses {
+        return Some(format!(
+            "most misses were periods the kernel stopped short after an overrun at the tick: a \
+             budget several ticks long, or --hrtick, leaves less to repay ({} of {} missed)",
+            short, s.misses
+        ));
+    }
+    // The over-reservation that would have covered 95% of the periods'
+    // stolen time: received = R·(1+x) − stolen ≥ R needs x ≥ stolen / R.
+    let mut shares: Vec<f64> = rec
+        .periods
+        .iter()
+        .filter(|p| p.reserved_ns > Nanos::ZERO)
+        .map(|p| p.stolen_ns.0 as f64 / p.reserved_ns.0 as f64)
+        .collect();
+    shares.sort_by(f64::total_cmp);
+    let covering = match shares.len() {
+        0 => s.stolen_total_ns.0 as f64 / (s.reserved_ns.0 as f64 * s.periods as f64),
+        n => shares[((n as f64 * 0.95).ceil() as usize).clamp(1, n) - 1],
+    };
+    // Less a rounding error, so an exact 3% asks for 3%, not 4%.
+    let pct = (covering * 100.0 - 1e-9).ceil().max(1.0);
+    Some(format!(
+        "plain mode asks for exactly the budget, so a period loses whatever is stolen inside it \
+         and misses; --over-reserve {pct:.0}% would have covered 95% of these periods' stolen \
+         time, and --mode catchup makes it up within the period (docs/reserve.md)"
+    ))
 }
 
 #[cfg(test)]
@@ -320,6 +379,82 @@ mod tests {
                 .contains("command exited with status 0 (ended by punctual at --duration)"),
             "{}",
             summary(&rec)
+        );
+    }
+
+    /// A plain test-app run whose periods `stolen` (µs each) left short.
+    fn plain_run(stolen_us: &[u64], missed: u64) -> Record {
+        let mut rec = record(serde_json::json!({"received_source": "polling"}));
+        for (i, us) in stolen_us.iter().enumerate() {
+            rec.periods.push(punctual_record::Period {
+                task: "reserved".into(),
+                index: i as u64,
+                reserved_ns: Nanos::from_ms(4),
+                requested_ns: Nanos::from_ms(4),
+                received_ns: Nanos::from_ms(4) - Nanos::from_us(*us),
+                stolen_ns: Nanos::from_us(*us),
+                start_ns: Nanos::from_ms(20 * i as u64),
+                hit: false,
+            });
+        }
+        rec.period_summary.push(PeriodSummary {
+            periods: stolen_us.len() as u64,
+            misses: missed,
+            reserved_ns: Nanos::from_ms(4),
+            received_total_ns: Nanos::from_ms(4 * stolen_us.len() as u64),
+            ..Default::default()
+        });
+        rec
+    }
+
+    #[test]
+    fn a_plain_run_that_missed_most_periods_says_what_to_change() {
+        // 19 periods lost 130 µs (3.25% of 4 ms), one lost 1 ms: 4% covers
+        // 95% of them.
+        let mut stolen = vec![130; 19];
+        stolen.push(1000);
+        let t = summary(&plain_run(&stolen, 20));
+        assert!(t.contains("20 missed (100.00%)"), "{t}");
+        assert!(
+            t.ends_with(
+                "  hint: plain mode asks for exactly the budget, so a period loses whatever is \
+                 stolen inside it and misses; --over-reserve 4% would have covered 95% of these \
+                 periods' stolen time, and --mode catchup makes it up within the period \
+                 (docs/reserve.md)\n"
+            ),
+            "{t}"
+        );
+        // Half the periods or fewer missed: no hint.
+        let t = summary(&plain_run(&stolen, 10));
+        assert!(!t.contains("hint"), "{t}");
+        // Catch-up already makes stolen time up: the hint is plain mode's.
+        let mut rec = plain_run(&stolen, 20);
+        rec.set_config("mode", "catchup");
+        assert!(!summary(&rec).contains("hint"));
+    }
+
+    #[test]
+    fn a_command_stopped_short_at_the_tick_is_told_about_the_tick() {
+        let mut rec = record(serde_json::json!({
+            "received_source": "trace",
+            "misses": {"short_charged": 9, "stolen": 1},
+            "exit_code": 0,
+        }));
+        rec.period_summary.push(PeriodSummary {
+            periods: 12,
+            misses: 10,
+            reserved_ns: Nanos::from_ms(4),
+            received_total_ns: Nanos::from_ms(40),
+            ..Default::default()
+        });
+        let t = summary(&rec);
+        assert!(
+            t.contains(
+                "  hint: most misses were periods the kernel stopped short after an overrun at \
+                 the tick: a budget several ticks long, or --hrtick, leaves less to repay (9 of \
+                 10 missed)\n"
+            ),
+            "{t}"
         );
     }
 }
