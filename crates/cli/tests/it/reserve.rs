@@ -5,22 +5,20 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use punctual_record::reserve::{Decision, ReserveReport};
 use punctual_record::Record;
 
-/// Live runs share CPU 1's exclusive partition: one at a time.
-static LIVE: Mutex<()> = Mutex::new(());
-
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()
 }
 
+/// Live runs share CPU 1's exclusive partition with every other live
+/// test: one at a time.
 fn lock() -> std::sync::MutexGuard<'static, ()> {
-    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+    crate::common::live()
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {

@@ -158,6 +158,7 @@ fn a_failing_command_load_fails_the_run() {
 
 #[test]
 fn record_written_and_warnings_go_to_stderr() {
+    let _live = crate::common::live();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("t.json");
     let out = punctual()

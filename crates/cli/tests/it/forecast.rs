@@ -370,6 +370,7 @@ fn few_samples_give_an_interval_not_a_number() {
 /// match the real consumer's count within a factor of 2.
 #[test]
 fn injector_forecast_matches_closed_form_and_real_consumer() {
+    let _live = crate::common::live();
     if let Err(e) = punctual_live::rt::fifo_permitted() {
         eprintln!("skipped: SCHED_FIFO is not permitted here ({e})");
         return;
