@@ -5,8 +5,9 @@
 # alternating the two phases in rounds, and prints predicted beside
 # observed underruns: the queue model (the forecast, its stall term S
 # from a noise phase, a busy loop's stolen intervals, run in the same
-# rounds under the same load) and seed 002's first-order formula beside
-# it, and the queue model again with S inferred from the timer record.
+# rounds under the same load) and Cota-Robles & Held's first-order
+# formula (docs/references.md) beside it, and the queue model again with S
+# inferred from the timer record.
 # Needs root (SCHED_FIFO). No peer tool answers this question, so there
 # is nothing to install; the comparison is with reality. Set KEEP=DIR to
 # keep each case's timer, noise and consumer records there (rerun the
@@ -49,7 +50,7 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "v*.json"))):
     c_txt = (f"{comp['fraction']*100:g}%" if "fraction" in comp else f"{comp['time']/1e6:g}ms")
     for c in d["cases"]:
         rows.append((b["buffers"], b["buffer_len"], c_txt, c))
-print(f"{'n':>2} {'t':>5} {'c':>6} {'load':<9} {'slack':>7} {'MTTF queue':>10} {'MTTF seed':>10} {'pred':>8} {'pred seed':>9} {'obs':>6} {'ratio':>6} {'seed':>6} {'x2':>5}"
+print(f"{'n':>2} {'t':>5} {'c':>6} {'load':<9} {'slack':>7} {'MTTF queue':>10} {'1st order':>10} {'pred':>8} {'pred 1st':>9} {'obs':>6} {'ratio':>6} {'1st':>6} {'x2':>5}"
       f" | {'MTTF other':>10} {'pred other':>10} {'ratio':>6} {'x2':>5}")
 def ms(s): return "never" if s is None else f"{s*1e3:.1f}ms"
 def r(x): return "-" if x is None else f"{x:.2f}"
@@ -64,8 +65,8 @@ for n, t, ct, c in rows:
     models.add(model)
     first, other = (noise, timer) if model == 'noise gaps' else (timer, noise)
     print(f"{n:>2} {t/1e6:>4g}ms {ct:>6} {c['load']:<9} {c['slack_ns']/1e6:>5.2f}ms {ms(first[0]):>10} "
-          f"{ms(c['seed_mttf_seconds']):>10} {first[1]:>8.1f} {c['predicted_underruns_seed']:>9.1f} "
-          f"{c['observed_underruns']:>6} {r(first[2]):>6} {r(c['ratio_seed']):>6} {w(first[3]):>5}"
+          f"{ms(c['first_order_mttf_seconds']):>10} {first[1]:>8.1f} {c['predicted_underruns_first_order']:>9.1f} "
+          f"{c['observed_underruns']:>6} {r(first[2]):>6} {r(c['ratio_first_order']):>6} {w(first[3]):>5}"
           f" | {ms(other[0]):>10} {other[1]:>10.1f} {r(other[2]):>6} {w(other[3]):>5}")
 if models == {'noise gaps'}:
     print("MTTF queue: S from the noise phase's gaps (docs/forecast.md §3.4); after |: S inferred from the timer record's tail (§3.2)")

@@ -43,9 +43,9 @@ pub struct Mttf {
     pub assumptions: Vec<String>,
     /// Seed 002's first-order figure, s / P(latency > slack): wake-ups
     /// independent, nothing carried over, nothing stolen during compute.
-    pub seed_mttf_seconds: Option<f64>,
-    pub seed_mttf_ci_low_seconds: Option<f64>,
-    pub seed_mttf_ci_high_seconds: Option<f64>,
+    pub first_order_mttf_seconds: Option<f64>,
+    pub first_order_mttf_ci_low_seconds: Option<f64>,
+    pub first_order_mttf_ci_high_seconds: Option<f64>,
     /// The queue model's underruns per second (what `mttf_seconds` inverts).
     pub underrun_rate_per_s: f64,
     /// The queue model behind `mttf_seconds`.
@@ -199,9 +199,9 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
             inv(model_rate).map(crate::model::human_secs).unwrap_or_else(|| "never".into()),
             b.buffers, b.buffer_len, c, slack, service, p.probability
         ),
-        seed_mttf_seconds: inv(rate),
-        seed_mttf_ci_low_seconds: inv(p.ci_high * per_s),
-        seed_mttf_ci_high_seconds: inv(p.ci_low * per_s),
+        first_order_mttf_seconds: inv(rate),
+        first_order_mttf_ci_low_seconds: inv(p.ci_high * per_s),
+        first_order_mttf_ci_high_seconds: inv(p.ci_low * per_s),
         underrun_rate_per_s: model_rate,
         queue: q,
         exceedance: p,
@@ -356,7 +356,7 @@ fn run_starts(m: &TailModel, at: &[u64]) -> Vec<u64> {
 pub struct SweepRow {
     pub buffers: u32,
     /// Seed 002's first-order MTTF beside the queue model's.
-    pub seed_mttf_seconds: Option<f64>,
+    pub first_order_mttf_seconds: Option<f64>,
     pub buffer_len_ns: Nanos,
     pub total_buffering_ns: Nanos,
     pub slack_ns: Nanos,
@@ -378,7 +378,7 @@ pub fn sweep(m: &TailModel, base: &Buffering, max_n: u32) -> Vec<SweepRow> {
             };
             mttf(m, &b).ok().map(|r| SweepRow {
                 buffers: n,
-                seed_mttf_seconds: r.seed_mttf_seconds,
+                first_order_mttf_seconds: r.first_order_mttf_seconds,
                 buffer_len_ns: b.buffer_len,
                 total_buffering_ns: b.total(),
                 slack_ns: r.slack_ns,
@@ -540,7 +540,7 @@ mod tests {
         assert!(!x.extrapolated);
         assert_eq!(x.queue.stalls.rate_per_s, 0.0);
         assert!((x.exceedance.probability - 0.1).abs() < 1e-12);
-        assert!((x.seed_mttf_seconds.unwrap() - 0.010).abs() < 1e-9);
+        assert!((x.first_order_mttf_seconds.unwrap() - 0.010).abs() < 1e-9);
         assert!((x.exceedance_rate_per_s * 3600.0 - 360_000.0).abs() < 1e-3);
         assert!((x.mttf_seconds.unwrap() - 0.011).abs() < 1e-9);
         assert!((x.failures_per_hour - 3600.0 / 0.011).abs() < 1e-3);
@@ -555,7 +555,7 @@ mod tests {
         // A consumer waking every 2 ms: same probability, half the rate.
         let b2 = Buffering::new(2, Nanos::from_ms(2), Compute::Time(Nanos::from_us(1500)));
         let x2 = mttf(&m, &b2).unwrap();
-        assert!((x2.seed_mttf_seconds.unwrap() - 0.020).abs() < 1e-9);
+        assert!((x2.first_order_mttf_seconds.unwrap() - 0.020).abs() < 1e-9);
         assert!((x2.mttf_seconds.unwrap() - 0.022).abs() < 1e-9);
         assert!(x2.assumptions.iter().any(|a| a.contains("sampled every")));
         // 3 × 1 ms, c = 0.5 ms: a 0.8 ms wake-up ends at 1.3 ms, the
@@ -599,7 +599,7 @@ mod tests {
         let x = mttf(&m, &b).unwrap();
         let p = x.exceedance.probability;
         assert!((p - 0.5 / 10.37).abs() < 0.003, "{p}");
-        let mt = x.seed_mttf_seconds.unwrap();
+        let mt = x.first_order_mttf_seconds.unwrap();
         assert!((mt - 0.0207).abs() < 0.0015, "{mt}");
         let q = x.mttf_seconds.unwrap();
         assert!((q - 0.0116).abs() < 0.001, "{q}");

@@ -37,7 +37,7 @@ enum Command {
     Cause(cmd::cause::Args),
     /// Which fix buys the most: fixes ranked by the MTTF they are predicted to give.
     Advise(cmd::advise::Args),
-    /// Run real threads under CPU reservations (SCHED_DEADLINE, Rez-C, Rez-FB) and time constraints.
+    /// Run real threads under CPU reservations (SCHED_DEADLINE, making up stolen time or not) and time constraints.
     Reserve(cmd::reserve::Args),
     /// Run a real buffered consumer and compare its underruns with the forecast.
     Validate(cmd::validate::Args),

@@ -1,7 +1,7 @@
 //! Each kind runs briefly in-process and must report figures that mean
 //! something (bounded below by what even this noisy 2-vCPU guest does, and
 //! consistent with each other). The child-process path, the kill test and
-//! the CLI are tested in `crates/cli/tests/load.rs`.
+//! the CLI are tested in `crates/cli/tests/it/load.rs`.
 
 use std::time::Instant;
 

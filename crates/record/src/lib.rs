@@ -23,6 +23,7 @@ pub mod cause;
 mod counts;
 mod fix;
 mod histogram;
+pub mod reserve;
 mod verdict;
 mod warning;
 
@@ -151,6 +152,12 @@ impl Record {
             "cause".into(),
             serde_json::to_value(sum).unwrap_or(serde_json::Value::Null),
         );
+    }
+
+    /// A reserve run's section (its keys of `extra`), when this is a
+    /// reserve record.
+    pub fn reserve(&self) -> Option<reserve::ReserveReport> {
+        reserve::ReserveReport::read(self)
     }
 
     /// A check record's noise half's attribution (`extra["cause_noise"]`).

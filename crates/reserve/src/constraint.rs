@@ -16,25 +16,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use punctual_live::clock::{mono, sleep_until};
 use punctual_live::rt::{sched_getattr, sched_setattr, SchedAttr};
 use punctual_units::Nanos;
-use serde::Serialize;
+
+pub use punctual_record::reserve::{ConstraintOutcome, Decision, Taken};
 
 use crate::kernel;
 use crate::spec::Spec;
 use crate::{set_deadline, set_other, thread_cputime};
-
-/// Answer to `begin_constraint`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-pub enum Decision {
-    Granted,
-    Denied { reason: String },
-}
-
-impl Decision {
-    pub fn granted(&self) -> bool {
-        matches!(self, Decision::Granted)
-    }
-}
 
 struct Active {
     old: SchedAttr,
@@ -200,15 +187,6 @@ pub fn begin_constraint(start: Nanos, deadline: Nanos, estimate: Nanos) -> Decis
     Decision::Granted
 }
 
-/// What an ended constraint took.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Taken {
-    /// Wall time from the start of the window to the end call.
-    pub elapsed_ns: Nanos,
-    /// CPU time charged to the thread in the window.
-    pub cpu_ns: Nanos,
-}
-
 /// Ends the thread's constraint and restores its previous scheduling
 /// parameters; `None` when no constraint was active.
 pub fn end_constraint() -> Option<Taken> {
@@ -260,21 +238,6 @@ impl std::str::FromStr for ConstraintRequest {
         }
         Ok(r)
     }
-}
-
-/// What the demonstration constraint did.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ConstraintOutcome {
-    pub estimate_ns: Nanos,
-    pub start_ns: Nanos,
-    pub deadline_ns: Nanos,
-    pub decision: Decision,
-    /// Work received (own polling view) and when it completed, relative to
-    /// the run's start.
-    pub received_ns: Nanos,
-    pub completed_at_ns: Option<Nanos>,
-    pub met_deadline: bool,
-    pub taken: Option<Taken>,
 }
 
 /// The test application's constraint thread: asks, and if granted does

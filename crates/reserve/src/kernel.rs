@@ -9,6 +9,7 @@ use punctual_units::Nanos;
 use serde::Serialize;
 
 use punctual_live::restore::{Action, Restore as Journal};
+pub use punctual_record::reserve::{Bandwidth, DlTask, Hrtick, Quiesce, Repair};
 
 /// Facts read from /proc/config.gz (absent when the kernel does not
 /// publish its configuration).
@@ -42,32 +43,6 @@ fn parse_config(text: &str) -> KernelConfig {
         }
     }
     c
-}
-
-/// Whether the deadline class's budgets are enforced by a high-resolution
-/// timer or only at the scheduler tick.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum Hrtick {
-    /// The feature (`HRTICK_DL` on kernels that split it, else `HRTICK`) is on.
-    On {
-        feature: String,
-    },
-    Off {
-        feature: String,
-    },
-    /// The kernel was built without CONFIG_SCHED_HRTICK.
-    NotBuilt,
-    /// Could not tell; the kernel default is off.
-    Unknown {
-        reason: String,
-    },
-}
-
-impl Hrtick {
-    pub fn enforced_at_tick(&self) -> bool {
-        !matches!(self, Hrtick::On { .. })
-    }
 }
 
 /// Where sched/features and sched/debug can be read: the standard debugfs
@@ -170,15 +145,6 @@ pub fn enable_hrtick(
     }
 }
 
-/// One deadline thread found on the system.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DlTask {
-    pub tid: i32,
-    pub comm: String,
-    pub runtime_ns: Nanos,
-    pub period_ns: Nanos,
-}
-
 /// Every SCHED_DEADLINE thread currently on the system.
 pub fn deadline_tasks() -> Vec<DlTask> {
     let mut out = Vec::new();
@@ -199,21 +165,6 @@ pub fn deadline_tasks() -> Vec<DlTask> {
         }
     }
     out
-}
-
-/// The deadline bandwidth picture an admission refusal is explained with.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Bandwidth {
-    /// sched_rt_runtime_us / sched_rt_period_us: the per-CPU share the
-    /// kernel lets deadline (and RT) tasks admit; None = unlimited (-1).
-    pub limit_per_cpu_ratio: Option<f64>,
-    /// Per-CPU `dl_bw->total_bw` from sched/debug (admitted bandwidth of
-    /// the CPU's root domain, including the kernel's own fair servers), as
-    /// a ratio of one CPU.
-    pub root_domain_in_use_ratio: Vec<(u32, f64)>,
-    /// Deadline threads of user space, summed as CPU ratios.
-    pub tasks_in_use_ratio: f64,
-    pub tasks: Vec<DlTask>,
 }
 
 pub fn bandwidth(sched_dir: Option<&Path>) -> Bandwidth {
@@ -253,16 +204,6 @@ pub fn root_domain_bandwidth(sched_dir: Option<&Path>) -> Vec<(u32, f64)> {
         .and_then(|d| fs::read_to_string(d.join("debug")).ok())
         .map(|t| parse_dl_bw(&t))
         .unwrap_or_default()
-}
-
-/// What waiting for released bandwidth found.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Quiesce {
-    pub waited_ns: Nanos,
-    /// `polled`: sched/debug showed the bandwidth gone; `bound`: it could
-    /// not be read, so the bound (the largest relative deadline) was
-    /// waited out; `timeout`: still held at the bound.
-    pub how: &'static str,
 }
 
 /// Waits until the deadline bandwidth of reservations that just ended has
@@ -309,13 +250,13 @@ pub fn wait_released(
         if readable && released(&root_domain_bandwidth(sched_dir)) {
             return Quiesce {
                 waited_ns: now - start,
-                how: "polled",
+                how: "polled".into(),
             };
         }
         if now >= deadline {
             return Quiesce {
                 waited_ns: now - start,
-                how: if readable { "timeout" } else { "bound" },
+                how: if readable { "timeout" } else { "bound" }.into(),
             };
         }
         std::thread::sleep(std::time::Duration::from_millis(if readable {
@@ -343,19 +284,6 @@ pub fn negative_totals(totals: &[(u32, f64)]) -> Vec<(u32, f64)> {
         .copied()
         .filter(|(_, x)| *x < -0.5 / (1u64 << 20) as f64)
         .collect()
-}
-
-/// What a check of the root-domain totals after teardown found and did.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Repair {
-    /// The negative totals found (CPU, ratio of one CPU).
-    pub found: Vec<(u32, f64)>,
-    /// Root-domain rebuilds made to clear them.
-    pub rebuilds: u32,
-    /// The totals after the last rebuild.
-    pub after: Vec<(u32, f64)>,
-    /// Whether every total is back at or above zero.
-    pub repaired: bool,
 }
 
 /// Clears a negative root-domain deadline total by rebuilding the root

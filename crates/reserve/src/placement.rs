@@ -9,6 +9,8 @@
 use punctual_sched::plan::{MultiPlan, PlanConfig};
 use punctual_units::Nanos;
 
+pub use punctual_record::reserve::Placed;
+
 /// Deadline bandwidth already admitted by the kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Existing {
@@ -16,20 +18,6 @@ pub struct Existing {
     pub period: Nanos,
     /// The CPUs it may run on.
     pub cpus: Vec<u32>,
-}
-
-/// One reservation's place.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Placed {
-    /// Index into the requests, in the order given.
-    pub index: usize,
-    pub cpu: u32,
-    pub runtime_ns: Nanos,
-    pub period_ns: Nanos,
-    /// Reserved share of the CPU (plan view, all reservations) before and
-    /// after this one was placed.
-    pub cpu_utilization_before_ratio: f64,
-    pub cpu_utilization_after_ratio: f64,
 }
 
 /// Places `requests` (runtime, period) on `cpus`, in the order given, each

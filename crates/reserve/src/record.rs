@@ -1,18 +1,20 @@
 //! A reserve run's record: the settings it ran with (`config`) and what it
-//! found, as one typed [`ReserveReport`] written under `extra` (its keys
-//! are documented in docs/record-format.md).
+//! found, as one typed [`ReserveReport`] written under `extra` (the type is
+//! `punctual_record::reserve`'s, so the text report reads it back as the
+//! same struct; its keys are documented in docs/record-format.md).
 
 use std::ffi::OsString;
 
 use punctual_record::{Record, Warning};
 use punctual_units::Nanos;
-use serde::Serialize;
 
-use crate::constraint::ConstraintOutcome;
-use crate::kernel::{Bandwidth, Hrtick, Quiesce, Repair};
+use crate::kernel::{Bandwidth, Hrtick};
 use crate::placement::Placed;
-use crate::testapp::Background;
 use crate::{command, testapp, Spec};
+
+pub use punctual_record::reserve::{
+    ControllerReport, Misses, ReservationReport, ReserveReport, TraceCounts,
+};
 
 /// What a run produced: the test app, a command, or several reservations
 /// placed on CPUs.
@@ -54,139 +56,15 @@ pub struct KernelFacts {
     pub bandwidth_at_start: Bandwidth,
 }
 
-/// Everything a reserve run adds to its record's `extra`, one field per key.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReserveReport {
-    /// What the run printed about how the reservation is enforced (the
-    /// tick, HRTICK, who stops the thread), so the record prints as the
-    /// run did.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    pub hrtick_before: Hrtick,
-    pub hrtick_during: Hrtick,
-    /// Always written: `null` when the kernel config is not readable.
-    pub hz: Option<u32>,
-    pub bandwidth_at_start: Bandwidth,
-    /// `polling` (the test app reads its clock), or for a command
-    /// `trace`/`schedstat`.
-    pub received_source: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub period_charged_ns: Option<Vec<Nanos>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub charged_total_ns: Option<Nanos>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub schedstat_charged_total_ns: Option<Nanos>,
-    /// Hypervisor steal on the command's CPUs over the run: what the
-    /// scheduler's clock (and so schedstat) leaves out and the trace keeps.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub host_steal_ns: Option<Nanos>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requested_mean_ns: Option<Nanos>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub controller: Option<ControllerReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub misses: Option<Misses>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub trace: Option<TraceCounts>,
-    /// A command's exit status (`null` when it died of a signal).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<Option<i32>>,
-    /// A command's: punctual ended it at `--duration` (its exit status is
-    /// then not a failure).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ended_by_punctual: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub background: Option<Vec<Background>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub constraint: Option<ConstraintOutcome>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub placement: Option<Vec<Placed>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reservations: Option<Vec<ReservationReport>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub teardown_wait: Option<Quiesce>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub root_domain_repair: Option<Repair>,
-}
-
-/// The budget controller and the self-enforcement's costs.
-#[derive(Clone, Debug, Serialize)]
-pub struct ControllerReport {
-    pub updates: u64,
-    pub applied: u64,
-    /// Test app only: CPU-clock reads of the self-enforcement.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub enforce_overhead_ns: Option<Nanos>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub enforce_overhead_ratio_of_reserved: Option<f64>,
-    pub overhead_ns: Nanos,
-    pub overhead_ratio_of_reserved: f64,
-    pub setattr_refusals: u64,
-    pub clamped_periods: u64,
-}
-
-/// A command's missed periods by reason.
-#[derive(Clone, Debug, Serialize)]
-pub struct Misses {
-    pub short_charged: u64,
-    pub stolen: u64,
-}
-
-/// The command trace's own counts.
-#[derive(Clone, Debug, Serialize)]
-pub struct TraceCounts {
-    pub events: u64,
-    pub lost_events: u64,
-    pub incomplete_periods: u64,
-}
-
-/// One of several reservations.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReservationReport {
-    pub task: String,
-    pub cpu: u32,
-    pub budget_ns: Nanos,
-    pub period_ns: Nanos,
-    pub admitted_ns: Nanos,
-    pub requested_mean_ns: Nanos,
-    pub charged_total_ns: Nanos,
-    pub controller_updates: u64,
-    pub controller_overhead_ns: Nanos,
-}
-
-impl ReserveReport {
-    fn new(k: &KernelFacts, received_source: &str) -> ReserveReport {
-        ReserveReport {
-            notes: Vec::new(),
-            hrtick_before: k.hrtick_before.clone(),
-            hrtick_during: k.hrtick_during.clone(),
-            hz: k.hz,
-            bandwidth_at_start: k.bandwidth_at_start.clone(),
-            received_source: received_source.to_string(),
-            period_charged_ns: None,
-            charged_total_ns: None,
-            schedstat_charged_total_ns: None,
-            host_steal_ns: None,
-            requested_mean_ns: None,
-            controller: None,
-            misses: None,
-            trace: None,
-            exit_code: None,
-            ended_by_punctual: None,
-            background: None,
-            constraint: None,
-            placement: None,
-            reservations: None,
-            teardown_wait: None,
-            root_domain_repair: None,
-        }
-    }
-
-    /// Writes every field into `rec.extra`, one key each.
-    pub fn write_into(&self, rec: &mut Record) {
-        if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(self) {
-            rec.extra.extend(m);
-        }
+/// The report's fields every run has, the rest empty.
+fn base(k: &KernelFacts, received_source: &str) -> ReserveReport {
+    ReserveReport {
+        hrtick_before: k.hrtick_before.clone(),
+        hrtick_during: k.hrtick_during.clone(),
+        hz: k.hz,
+        bandwidth_at_start: k.bandwidth_at_start.clone(),
+        received_source: received_source.to_string(),
+        ..ReserveReport::default()
     }
 }
 
@@ -261,7 +139,7 @@ pub fn fill_record(
             ReserveReport {
                 placement: Some(v.iter().map(|(p, _)| p.clone()).collect()),
                 reservations: Some(per),
-                ..ReserveReport::new(kernel, "polling")
+                ..base(kernel, "polling")
             }
         }
         Outcome::App(o) => {
@@ -297,7 +175,7 @@ pub fn fill_record(
                 }),
                 background: Some(o.background.clone()),
                 constraint: o.constraint.clone(),
-                ..ReserveReport::new(kernel, "polling")
+                ..base(kernel, "polling")
             }
         }
         Outcome::Cmd(c) => {
@@ -342,53 +220,10 @@ pub fn fill_record(
                 }),
                 exit_code: Some(c.exit_code),
                 ended_by_punctual: Some(c.ended_by_us),
-                ..ReserveReport::new(kernel, c.received_source)
+                ..base(kernel, c.received_source)
             }
         }
     };
     report.write_into(rec);
     report
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use punctual_record::{Platform, Source};
-
-    /// Keys that hold nothing are left out, except `hz` (always written)
-    /// and a command's `exit_code`, whose `null` says no status is known.
-    #[test]
-    fn the_report_writes_one_extra_key_per_field_it_holds() {
-        let facts = KernelFacts {
-            hrtick_before: Hrtick::NotBuilt,
-            hrtick_during: Hrtick::NotBuilt,
-            hz: None,
-            bandwidth_at_start: Bandwidth::default(),
-        };
-        let mut rec = Record::new(Source::Measured, "reserve", Platform::default());
-        let report = ReserveReport {
-            exit_code: Some(None),
-            ..ReserveReport::new(&facts, "schedstat")
-        };
-        report.write_into(&mut rec);
-        let keys: Vec<&str> = rec.extra.keys().map(|k| k.as_str()).collect();
-        assert_eq!(
-            keys,
-            [
-                "bandwidth_at_start",
-                "exit_code",
-                "hrtick_before",
-                "hrtick_during",
-                "hz",
-                "received_source"
-            ]
-        );
-        assert_eq!(rec.extra["hz"], serde_json::Value::Null);
-        assert_eq!(rec.extra["exit_code"], serde_json::Value::Null);
-        assert_eq!(rec.extra["received_source"], "schedstat");
-        assert_eq!(
-            rec.extra["hrtick_before"],
-            serde_json::json!({"state": "not_built"})
-        );
-    }
 }

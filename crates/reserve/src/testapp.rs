@@ -17,6 +17,8 @@ use punctual_live::rt::{gettid, set_thread_name};
 use punctual_record::{Metric, Period, PeriodSummary, Recorder, Series, Stolen, Timeline};
 use punctual_units::Nanos;
 
+pub use punctual_record::reserve::Background;
+
 use crate::constraint::{ConstraintOutcome, ConstraintRequest};
 use crate::controller::{catchup_should_yield, FeedbackController, PeriodAccount};
 use crate::kernel;
@@ -46,14 +48,6 @@ pub struct Config {
     /// The reserved thread's task name in the record (`reserved`; with
     /// several reservations, one name each).
     pub task: String,
-}
-
-/// What one competitor thread got.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Background {
-    pub name: String,
-    pub received_ns: Nanos,
-    pub observed_ns: Nanos,
 }
 
 /// Everything the test application measured.

@@ -24,7 +24,7 @@ use crate::attribute::{Attributor, SourceTotal, Symbols, WindowSplit, PAGE_FAULT
 use crate::event::Decoder;
 use crate::format::{HeaderEvent, HeaderPage};
 use crate::rings::{drain_ring, Rings};
-use crate::tracefs::{Instance, NoTracing, JOURNAL_DIR};
+use crate::tracefs::{Instance, NoTracing};
 
 /// The events recorded, as `system/event`; those this kernel lacks are
 /// skipped (and listed in the summary).
@@ -97,7 +97,9 @@ impl Default for Options {
             buffer_kb: 8192,
             max_segments: 2_000_000,
             poll: Duration::from_millis(500),
-            journal_dir: PathBuf::from(JOURNAL_DIR),
+            // The one journal directory every verb replays from
+            // (`PUNCTUAL_RUN_DIR` when set), so `cause --cleanup` finds it.
+            journal_dir: punctual_live::restore::run_dir(),
             reader_cpus: None,
             wakeups: false,
         }

@@ -32,15 +32,15 @@ use crate::output::{write_json, Terminal};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual check\n  punctual check --duration 20s --cpus 1 --json check.json\n  punctual check --load disk:direct,irq-cpu=1 --cause\n  punctual check --duration 20s --fail-on-verdict misses --json check.json"
+    after_help = "Examples:\n  punctual check\n  punctual check --duration 20s --cpus 1 --json check.json\n  punctual check --load disk:direct,irq-cpu=1 --cause\n  punctual check --duration 20s --fail-on-verdict misses --json check.json\n  punctual check -a 1 -D 20s"
 )]
 pub struct Args {
     /// Total time: the first half measures wake-up latency, the second
-    /// stolen time.
-    #[arg(long, default_value = "60s", value_parser = opts::positive_duration)]
+    /// stolen time (`-D` as cyclictest).
+    #[arg(short = 'D', long, default_value = "60s", value_parser = opts::positive_duration)]
     pub duration: Nanos,
-    /// CPUs to survey: `0`, `0,1`, `0-3` or `all`.
-    #[arg(long, default_value = "all")]
+    /// CPUs to survey: `0`, `0,1`, `0-3` or `all` (`-a` as cyclictest).
+    #[arg(short = 'a', long, default_value = "all")]
     pub cpus: String,
     /// Write the record (JSON) here.
     #[arg(long)]

@@ -72,8 +72,10 @@ pub struct Args {
     /// Target MTTF for sizing (e.g. 10min, 1h, 1d).
     #[arg(long, value_name = "D", value_parser = opts::positive_duration)]
     pub target: Option<Nanos>,
-    /// Packet stream rate for the buffer rule of the Hyper-V VMBus note
-    /// (buffers ÷ drain interval; e.g. 260000/s).
+    /// Packets per second arriving into a receive ring (e.g. 260000/s):
+    /// prints how many buffers ride out the longest service gap expected
+    /// once per --target, rate × gap (docs/forecast.md §4; the rule's
+    /// source is in docs/references.md).
     #[arg(long, value_name = "N/s")]
     pub rate: Option<String>,
     /// Permissible error rate for the pseudo worst case (e.g. 1/h).
@@ -85,8 +87,9 @@ pub struct Args {
     /// Extra profiles TOML; same-named profiles replace the shipped ones.
     #[arg(long, value_name = "FILE")]
     pub profiles: Option<PathBuf>,
-    /// Usage for the per-day/week-of-use worst case (Cota-Robles & Held's
-    /// WDM latency study, 1999, §4.3).
+    /// Hours a day and days a week the machine is in use, for the worst
+    /// case per day and per week of use (the default is a heavy office
+    /// user; docs/forecast.md §2, sources in docs/references.md).
     #[arg(long, value_name = "H/day,D/week", default_value = "8h/day,5d/week")]
     pub usage: String,
     /// Skip the per-profile verdicts.

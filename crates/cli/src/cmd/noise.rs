@@ -14,22 +14,22 @@ use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual noise --duration 10s\n  punctual noise --cpus 1 --policy other --json n.json\n  punctual noise --cpus 1 --load disk:direct,irq-cpu=1 --cause\n  punctual noise --cpus 1 --stop-at 100us --cause --json n.json"
+    after_help = "Examples:\n  punctual noise --duration 10s\n  punctual noise --cpus 1 --policy other --json n.json\n  punctual noise --cpus 1 --load disk:direct,irq-cpu=1 --cause\n  punctual noise --cpus 1 --stop-at 100us --cause --json n.json\n  punctual noise -a 1 -p 80 -D 30s"
 )]
 pub struct Args {
-    /// CPUs to poll: `0`, `0,1`, `0-3` or `all`.
-    #[arg(long, default_value = "all")]
+    /// CPUs to poll: `0`, `0,1`, `0-3` or `all` (`-a` as cyclictest).
+    #[arg(short = 'a', long, default_value = "all")]
     pub cpus: String,
     /// Scheduling policy of the polling threads: fifo, rr or other. At fifo
     /// the kernel's RT throttling still leaves other tasks their share
     /// (punctual pauses by itself when throttling is off).
     #[arg(long, value_enum, default_value = "fifo")]
     pub policy: PolicyArg,
-    /// Real-time priority (1-99) for fifo/rr.
-    #[arg(long, default_value_t = 95)]
+    /// Real-time priority (1-99) for fifo/rr (`-p` as cyclictest).
+    #[arg(short = 'p', long, default_value_t = 95)]
     pub priority: u32,
-    /// How long to poll (`500ms`, `10s`, `2h`).
-    #[arg(long, default_value = "10s", value_parser = opts::positive_duration)]
+    /// How long to poll (`500ms`, `10s`, `2h`; `-D` as cyclictest).
+    #[arg(short = 'D', long, default_value = "10s", value_parser = opts::positive_duration)]
     pub duration: Nanos,
     /// A step longer than this is stolen time (default: automatic, ten times
     /// the loop's minimum step and at least 1us; the chosen value is shown).

@@ -63,9 +63,9 @@ pub struct Args {
     /// Which table --format csv writes: buckets, periods, stolen or spikes.
     #[arg(long, default_value = "buckets", value_name = "TABLE")]
     pub csv_table: String,
-    /// Workload profile for the MTTF-against-buffering plot: adsl, modem,
-    /// rt-audio or rt-video (Cota-Robles & Held's WDM latency study, 1999,
-    /// Table 1).
+    /// Workload whose buffer length and compute the MTTF-against-buffering
+    /// plot uses: adsl, modem, rt-audio or rt-video (the published
+    /// tolerances of these workloads; sources in docs/references.md).
     #[arg(long, default_value = "rt-audio")]
     pub profile: String,
     /// Target mean time to underrun drawn on the MTTF plot.

@@ -30,10 +30,15 @@ pub struct Args {
     /// Relative deadline (default: the period).
     #[arg(long, value_parser = opts::duration, allow_hyphen_values = true)]
     deadline: Option<Nanos>,
-    /// plain (Rez), catchup (Rez-C) or feedback (Rez-FB).
+    /// What the reservation does about time stolen from it (interrupts,
+    /// kernel threads): `plain` runs its budget and loses what was stolen,
+    /// `catchup` makes the stolen time up in the same period (up to
+    /// --max-budget), `feedback` adjusts next period's budget from what
+    /// the thread received (docs/reserve.md; sources in docs/references.md).
     #[arg(long, default_value = "plain")]
     mode: String,
-    /// Rez-FB gain G, in (0, 2).
+    /// How strongly `feedback` corrects the budget each period, in (0, 2):
+    /// the share of the last period's shortfall added back.
     #[arg(long, default_value = "0.5", allow_hyphen_values = true)]
     gain: String,
     /// Static over-reservation: ask the kernel for R·(1+x); e.g. 10%, -10%.
@@ -57,8 +62,8 @@ pub struct Args {
     test_app: bool,
     /// Several reservations for the test app, AMOUNT/PERIOD each (repeat
     /// the option, e.g. --reserve 4ms/20ms --reserve 3ms/10ms): each gets
-    /// a reserved thread, placed on the least-utilized CPU (as Rialto/NT does) in a
-    /// one-CPU partition of its own. Replaces --budget, --period and --cpu.
+    /// a reserved thread, placed on the least-utilized CPU in a one-CPU
+    /// partition of its own. Replaces --budget, --period and --cpu.
     #[arg(long = "reserve", value_name = "AMOUNT/PERIOD")]
     reserve: Vec<String>,
     /// Test application threads per reservation: one reserved plus
@@ -94,6 +99,9 @@ pub struct Args {
     #[arg(last = true)]
     command: Vec<OsString>,
 }
+
+/// How long the test app runs without --duration.
+const TEST_APP_DURATION: Nanos = Nanos::from_secs(10);
 
 /// Who stops the test app's reserved thread at its budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -216,6 +224,19 @@ fn validate_one(
             "--constraint is demonstrated by --test-app; add --test-app",
         ));
     }
+    // The test app waits for its constraint thread, so a deadline past the
+    // run's end would stretch the run beyond what was asked.
+    if let (Some(c), Some(text)) = (&constraint, &a.constraint) {
+        let run_for = a.duration.unwrap_or(TEST_APP_DURATION);
+        if c.deadline > run_for {
+            return Err(CliError::usage(format!(
+                "--constraint {text} ends {} after the start, later than the run's {run_for}{}: give --duration {} or more, or an earlier deadline",
+                c.deadline,
+                if a.duration.is_some() { " (--duration)" } else { " (the test app's default length)" },
+                c.deadline
+            )));
+        }
+    }
     if let Some(c) = a.cpu {
         let online = opts::online_cpus();
         if !online.contains(&c) {
@@ -320,7 +341,7 @@ pub fn run(a: Args) -> CliResult {
         punctual_live::sysinfo::collect(),
     );
     rec.started_at = started_at;
-    let asked = a.duration.unwrap_or(Nanos::from_secs(10));
+    let asked = a.duration.unwrap_or(TEST_APP_DURATION);
     let thread_enforced = match a.enforce {
         Some(Enforce::Thread) => true,
         Some(Enforce::Kernel) => false,

@@ -14,24 +14,25 @@ use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause\n  punctual timer --cpus 1 --stop-at 500us --cause --on-threshold 'echo $PUNCTUAL_VALUE_NS ns on CPU $PUNCTUAL_CPU'\n  punctual timer --duration 60s --samples t.samples --fail-if 'p99 > 200us'"
+    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause\n  punctual timer --cpus 1 --stop-at 500us --cause --on-threshold 'echo $PUNCTUAL_VALUE_NS ns on CPU $PUNCTUAL_CPU'\n  punctual timer --duration 60s --samples t.samples --fail-if 'p99 > 200us'\n  punctual timer -a 1 -p 80 -i 500us -D 1m"
 )]
 pub struct Args {
-    /// CPUs to measure: `0`, `0,1`, `0-3` or `all`.
-    #[arg(long, default_value = "all")]
+    /// CPUs to measure: `0`, `0,1`, `0-3` or `all` (`-a` as cyclictest).
+    #[arg(short = 'a', long, default_value = "all")]
     pub cpus: String,
     /// Scheduling policy of the measuring threads.
     #[arg(long, value_enum, default_value = "fifo")]
     pub policy: PolicyArg,
     /// Real-time priority (1-99) for fifo/rr; 95 keeps the probe below
-    /// priority-99 kernel threads and the injector.
-    #[arg(long, default_value_t = 95)]
+    /// priority-99 kernel threads and the injector (`-p` as cyclictest).
+    #[arg(short = 'p', long, default_value_t = 95)]
     pub priority: u32,
-    /// Period of the measuring threads.
-    #[arg(long, default_value = "1ms", value_parser = opts::positive_duration)]
+    /// Period of the measuring threads, with its unit (`-i 1000us` for
+    /// cyclictest's `-i 1000`, which counts microseconds).
+    #[arg(short = 'i', long, default_value = "1ms", value_parser = opts::positive_duration)]
     pub interval: Nanos,
-    /// How long to measure (`500us`, `10s`, `2h`).
-    #[arg(long, default_value = "10s", value_parser = opts::positive_duration)]
+    /// How long to measure (`500us`, `10s`, `2h`; `-D` as cyclictest).
+    #[arg(short = 'D', long, default_value = "10s", value_parser = opts::positive_duration)]
     pub duration: Nanos,
     /// Waiting mechanism: absolute clock_nanosleep or a timerfd.
     #[arg(long, value_enum, default_value = "nanosleep")]

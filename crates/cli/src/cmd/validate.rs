@@ -293,8 +293,9 @@ fn measure_load(
     let f = buffer::mttf(&model, b).map_err(CliError::usage)?;
     let predicted = f.underrun_rate_per_s * obs.seconds;
     let ratio = (predicted > 0.0).then(|| obs.episodes as f64 / predicted);
-    let predicted_seed = f.exceedance_rate_per_s * obs.seconds;
-    let ratio_seed = (predicted_seed > 0.0).then(|| obs.episodes as f64 / predicted_seed);
+    let predicted_first_order = f.exceedance_rate_per_s * obs.seconds;
+    let ratio_first_order =
+        (predicted_first_order > 0.0).then(|| obs.episodes as f64 / predicted_first_order);
     // The same forecast with S from the noise phase's gaps.
     let noise_rec = np.record(a.cpu);
     let mut noise_model = model.clone();
@@ -316,9 +317,9 @@ fn measure_load(
         forecast_mttf_ci_high_seconds: f.mttf_ci_high_seconds,
         forecast_extrapolated: f.extrapolated,
         predicted_underruns: predicted,
-        seed_mttf_seconds: f.seed_mttf_seconds,
-        predicted_underruns_seed: predicted_seed,
-        ratio_seed,
+        first_order_mttf_seconds: f.first_order_mttf_seconds,
+        predicted_underruns_first_order: predicted_first_order,
+        ratio_first_order,
         stall_rate_per_s: f.queue.stalls.rate_per_s,
         utilization_ratio: f.queue.utilization_ratio,
         consumer_seconds: obs.seconds,

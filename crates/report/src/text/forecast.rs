@@ -283,7 +283,7 @@ fn time_to_underrun(o: &mut String, j: &mut Value, m: &TailModel, b: &Buffering)
     o.push_str(&format!(
         "    first order: {:.4} late wake-ups/s → MTTF {}\n",
         r.exceedance_rate_per_s,
-        r.seed_mttf_seconds
+        r.first_order_mttf_seconds
             .map(human_secs)
             .unwrap_or_else(|| "never".to_string()),
     ));
@@ -366,7 +366,7 @@ fn sweep(o: &mut String, j: &mut Value, m: &TailModel, p: &Plan) {
                         .map(human_secs)
                         .unwrap_or_else(|| "never".into()),
                     ci,
-                    r.seed_mttf_seconds
+                    r.first_order_mttf_seconds
                         .map(human_secs)
                         .unwrap_or_else(|| "never".into()),
                     if r.extrapolated { " extrapolated" } else { "" }

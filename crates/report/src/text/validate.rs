@@ -25,10 +25,11 @@ pub struct Case {
     pub forecast_extrapolated: bool,
     /// Underruns the queue model predicts for the consumer phase's length.
     pub predicted_underruns: f64,
-    /// Cota-Robles & Held's first-order figure, for comparison.
-    pub seed_mttf_seconds: Option<f64>,
-    pub predicted_underruns_seed: f64,
-    pub ratio_seed: Option<f64>,
+    /// The published first-order figure (docs/forecast.md §3.1), for
+    /// comparison: the queue model's MTTF is what the forecast stands by.
+    pub first_order_mttf_seconds: Option<f64>,
+    pub predicted_underruns_first_order: f64,
+    pub ratio_first_order: Option<f64>,
     /// Stalls per second the model reads off the record, and (c + mean
     /// stolen time) / t.
     pub stall_rate_per_s: f64,
@@ -106,11 +107,11 @@ pub fn table(
         "stalls/s",
         "(c+S)/t",
         "MTTF queue (95% CI)",
-        "MTTF seed",
+        "1st order",
         "predicted",
         "observed",
         "ratio",
-        "seed",
+        "1st",
         "within×2",
         "stalls/s",
         "(c+S)/t",
@@ -165,11 +166,11 @@ pub fn table(
             first.stalls,
             first.util,
             ci,
-            mttf(c.seed_mttf_seconds),
+            mttf(c.first_order_mttf_seconds),
             first.predicted,
             c.observed_underruns,
             r(first.ratio),
-            r(c.ratio_seed),
+            r(c.ratio_first_order),
             within(first.within),
             other.stalls,
             other.util,
@@ -192,9 +193,10 @@ pub fn table(
     };
     o.push_str(&format!(
         "  MTTF queue: the forecast (backlog carried across periods, stalls during the compute; \
-         docs/forecast.md §3), L from the timer record and {first}; MTTF seed: s / P(latency > \
-         slack) (first order); predicted: queue rate × consumer time; observed: wake-ups whose \
-         buffer missed its deadline; ratio = observed / predicted (queue, seed); within×2 judges \
+         docs/forecast.md §3), L from the timer record and {first}; 1st order: the MTTF of the \
+         published first-order formula, s / P(latency > slack); predicted: queue rate × consumer \
+         time; observed: wake-ups whose buffer missed its deadline; ratio = observed / predicted \
+         (queue, 1st order); within×2 judges \
          the queue forecast where ≥ 10 were observed; stalls/s: stalls per second of running \
          time; after |: the queue forecast with {other}\n"
     ));

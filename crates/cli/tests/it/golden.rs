@@ -4,7 +4,7 @@
 //!
 //! Moving code between crates must not change a byte a user sees; these
 //! files are what proves it. A missing golden file fails (it is never
-//! created silently); `PUNCTUAL_BLESS=1 cargo test -p punctual --test golden`
+//! created silently); `PUNCTUAL_BLESS=1 cargo test -p punctual --test it golden::`
 //! rewrites them after a deliberate change, which then shows in the diff.
 //!
 //! What does depend on the machine is taken out before comparing: the

@@ -86,6 +86,7 @@ fn child() {
 
 #[test]
 fn a_killed_runs_fixes_are_put_back_by_the_next_verb() {
+    let _live = crate::common::live();
     if std::env::var_os(CHILD).is_some() {
         child();
         return;
@@ -107,7 +108,7 @@ fn a_killed_runs_fixes_are_put_back_by_the_next_verb() {
     let mut kid = Std::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "a_killed_runs_fixes_are_put_back_by_the_next_verb",
+            "remedy::a_killed_runs_fixes_are_put_back_by_the_next_verb",
             "--nocapture",
             "--test-threads=1",
         ])

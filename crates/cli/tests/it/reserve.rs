@@ -5,20 +5,20 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
-
-/// Live runs share CPU 1's exclusive partition: one at a time.
-static LIVE: Mutex<()> = Mutex::new(());
+use punctual_record::reserve::{Decision, ReserveReport};
+use punctual_record::Record;
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()
 }
 
+/// Live runs share CPU 1's exclusive partition with every other live
+/// test: one at a time.
 fn lock() -> std::sync::MutexGuard<'static, ()> {
-    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+    crate::common::live()
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
@@ -187,6 +187,22 @@ fn bad_input_is_one_sentence_and_status_2() {
             &["reserve", "--constraint", "5ms@40ms..30ms", "--test-app"],
             "not after",
         ),
+        // A constraint ending after the run would stretch it.
+        (
+            &[
+                "reserve",
+                "--duration",
+                "1s",
+                "--constraint",
+                "5ms@3s..3.5s",
+                "--test-app",
+            ],
+            "--duration 3.5s or more",
+        ),
+        (
+            &["reserve", "--constraint", "5ms@11s..12s", "--test-app"],
+            "default length",
+        ),
         (
             &[
                 "reserve",
@@ -332,6 +348,13 @@ fn assert_reads_back_as_printed(json: &Path, printed: &str) {
     assert_eq!(text, printed);
 }
 
+/// The reserve section of a record read as JSON, through the type that
+/// wrote it.
+fn section(v: &serde_json::Value) -> ReserveReport {
+    let rec: Record = serde_json::from_value(v.clone()).expect("a record");
+    rec.reserve().expect("a reserve section")
+}
+
 fn live_run(mode: &str, extra: &[&str]) -> Option<serde_json::Value> {
     let _g = lock();
     if let Some(r) = live_skip_reason(true) {
@@ -374,8 +397,8 @@ fn live_run(mode: &str, extra: &[&str]) -> Option<serde_json::Value> {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["kind"], "reserve");
-    if let Some(r) = v["extra"].get("root_domain_repair") {
-        eprintln!("this run repaired the root-domain totals: {r}");
+    if let Some(r) = section(&v).root_domain_repair {
+        eprintln!("this run repaired the root-domain totals: {r:?}");
     }
     Some(v)
 }
@@ -456,8 +479,8 @@ fn plain_test_app_records_every_period_and_restores_the_cpu() {
     let recv = s["received_total_ns"].as_u64().unwrap() / periods;
     assert!(recv > 2_000_000 && recv < 12_000_000, "{recv}");
     // The competitor got most of the rest of the CPU.
-    let bg = &v["extra"]["background"][0];
-    let frac = bg["received_ns"].as_f64().unwrap() / bg["observed_ns"].as_f64().unwrap();
+    let bg = &section(&v).background.unwrap()[0];
+    let frac = bg.received_ns.0 as f64 / bg.observed_ns.0 as f64;
     // Other work on the machine shares the CPU with it, so only the
     // bounds are certain: it ran, and not during the reserved time.
     assert!(frac > 0.02 && frac < 0.9, "{frac}");
@@ -482,9 +505,9 @@ fn feedback_moves_the_budget_and_measures_its_overhead() {
     let Some(v) = live_run("feedback", &["--gain", "0.5"]) else {
         return;
     };
-    let c = &v["extra"]["controller"];
-    assert!(c["updates"].as_u64().unwrap() >= 40, "{c}");
-    let oh = c["overhead_ratio_of_reserved"].as_f64().unwrap();
+    let c = section(&v).controller.unwrap();
+    assert!(c.updates >= 40, "{c:?}");
+    let oh = c.overhead_ratio_of_reserved;
     assert!(oh > 0.0 && oh < 0.01, "{oh}");
     // requested_ns of every period lies within [target, max].
     for p in v["periods"].as_array().unwrap() {
@@ -498,28 +521,25 @@ fn constraint_is_granted_or_denied_up_front() {
     let Some(v) = live_run("plain", &["--constraint", "5ms@300ms..340ms"]) else {
         return;
     };
-    let c = &v["extra"]["constraint"];
-    let reason = c["decision"]["reason"].as_str().unwrap_or("");
-    if reason.contains("asking thread ran late") {
-        eprintln!(
-            "skipped: the machine started the constraint thread after its 340 ms deadline: {c}"
-        );
-        return;
+    let c = section(&v).constraint.unwrap();
+    if let Decision::Denied { reason } = &c.decision {
+        if reason.contains("asking thread ran late") {
+            eprintln!(
+                "skipped: the machine started the constraint thread after its 340 ms deadline: {c:?}"
+            );
+            return;
+        }
     }
-    assert_eq!(c["decision"]["decision"], "granted", "{c}");
-    assert_eq!(c["met_deadline"], true, "{c}");
+    assert_eq!(c.decision, Decision::Granted, "{c:?}");
+    assert!(c.met_deadline, "{c:?}");
     let Some(v) = live_run("plain", &["--constraint", "50ms@300ms..340ms"]) else {
         return;
     };
-    let c = &v["extra"]["constraint"];
-    assert_eq!(c["decision"]["decision"], "denied", "{c}");
-    assert!(
-        c["decision"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("cannot fit"),
-        "{c}"
-    );
+    let c = section(&v).constraint.unwrap();
+    match &c.decision {
+        Decision::Denied { reason } => assert!(reason.contains("cannot fit"), "{c:?}"),
+        Decision::Granted => panic!("50 ms in a 40 ms window was granted: {c:?}"),
+    }
 }
 
 #[test]
@@ -748,9 +768,9 @@ fn several_reservations_are_placed_least_utilized_first_and_all_run() {
     assert!(out.contains("placement"), "{out}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let placed = v["extra"]["placement"].as_array().unwrap();
+    let placed = section(&v).placement.unwrap();
     assert_eq!(placed.len(), 3);
-    let cpus: Vec<u64> = placed.iter().map(|p| p["cpu"].as_u64().unwrap()).collect();
+    let cpus: Vec<u32> = placed.iter().map(|p| p.cpu).collect();
     if before.is_empty() {
         // Nothing else reserved: 24 % on the first CPU, 24 % on the
         // other, then 6 % back on the first (tie, lower CPU first).
@@ -814,30 +834,30 @@ fn feedback_on_a_command_raises_its_runtime_by_the_traced_stolen_time() {
     assert_eq!(code, 0, "{out}\n{err}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let x = &v["extra"];
-    if x["received_source"] != "trace" {
+    let x = section(&v);
+    if x.received_source != "trace" {
         eprintln!("skipped: no kernel trace here: {:?}", v["warnings"]);
         return;
     }
     let s = &v["period_summary"][0];
     let stolen = s["stolen_total_ns"].as_u64().unwrap();
-    let charged = x["charged_total_ns"].as_u64().unwrap();
+    let charged = x.charged_total_ns.unwrap().0;
     assert!(stolen > 0, "no stolen time traced: {out}");
     // Per period, received is exactly charged minus stolen.
     let periods = v["periods"].as_array().unwrap();
-    let per_charged = x["period_charged_ns"].as_array().unwrap();
+    let per_charged = x.period_charged_ns.as_deref().unwrap();
     for (p, c) in periods.iter().zip(per_charged) {
         assert_eq!(
             p["received_ns"].as_u64().unwrap() + p["stolen_ns"].as_u64().unwrap(),
-            c.as_u64().unwrap(),
+            c.0,
             "{p}"
         );
     }
     // The trace's charged time agrees with the kernel's own counter, which
     // in a guest leaves out the hypervisor's steal (the scheduler's clock
     // skips it; the trace's does not).
-    let ss = x["schedstat_charged_total_ns"].as_u64().unwrap() as f64;
-    let steal = x["host_steal_ns"].as_u64().unwrap() as f64;
+    let ss = x.schedstat_charged_total_ns.unwrap().0 as f64;
+    let steal = x.host_steal_ns.unwrap().0 as f64;
     let charged = charged as f64;
     assert!(
         charged >= ss * 0.95 && charged <= (ss + steal) * 1.05,
@@ -845,9 +865,9 @@ fn feedback_on_a_command_raises_its_runtime_by_the_traced_stolen_time() {
     );
     // The controller raised the runtime above the target (22 ms), within
     // the admitted maximum, and sched_setattr applied it.
-    let req = x["requested_mean_ns"].as_u64().unwrap();
+    let req = x.requested_mean_ns.unwrap().0;
     assert!(req > 22_000_000 && req <= 33_000_000, "{req}: {out}");
-    assert!(x["controller"]["applied"].as_u64().unwrap() > 0, "{out}");
+    assert!(x.controller.unwrap().applied > 0, "{out}");
     assert!(leftovers(&cpuset_root().unwrap()).is_empty());
 }
 

@@ -249,6 +249,7 @@ fn punctual(args: &[&str]) -> std::process::Output {
 /// was afterwards. Root only.
 #[test]
 fn apply_verify_measures_again_and_puts_the_knob_back() {
+    let _live = crate::common::live();
     if !is_root() {
         eprintln!("skipped: needs root (SCHED_FIFO, tracefs, sched_rt_runtime_us)");
         return;

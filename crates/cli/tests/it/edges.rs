@@ -158,6 +158,7 @@ fn a_failing_command_load_fails_the_run() {
 
 #[test]
 fn record_written_and_warnings_go_to_stderr() {
+    let _live = crate::common::live();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("t.json");
     let out = punctual()
@@ -211,4 +212,91 @@ fn record_written_and_warnings_go_to_stderr() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("record written to"));
     assert!(!String::from_utf8_lossy(&out.stdout).contains("record written"));
+}
+
+/// cyclictest's short options, where punctual's do not clash with them,
+/// mean what they mean there: `-a` CPUs, `-p` priority, `-i` interval,
+/// `-D` duration, each landing in the record's `config` as the long
+/// option would.
+#[test]
+fn cyclictest_short_options_mean_the_long_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |args: &[&str], name: &str| -> serde_json::Value {
+        let path = dir.path().join(name);
+        punctual()
+            .args(args)
+            .arg("--json")
+            .arg(&path)
+            .assert()
+            .success();
+        punctual_record::Record::read(&path)
+            .map(|r| serde_json::to_value(r.config).unwrap())
+            .unwrap()
+    };
+    let feed = "crates/cli/tests/golden/feed.txt";
+    let gaps = "crates/cli/tests/golden/gaps.txt";
+    let t = config(
+        &[
+            "timer", "-a", "0", "-p", "80", "-i", "500us", "-D", "1s", "--replay", feed,
+        ],
+        "t.json",
+    );
+    assert_eq!(t["cpus"], serde_json::json!([0]), "{t}");
+    assert_eq!(t["policy"], "fifo:80", "{t}");
+    assert_eq!(t["interval_ns"], 500_000, "{t}");
+    assert_eq!(t["duration_ns"], 1_000_000_000u64, "{t}");
+    let n = config(
+        &["noise", "-a", "0", "-p", "70", "-D", "2s", "--replay", gaps],
+        "n.json",
+    );
+    assert_eq!(n["cpus"], serde_json::json!([0]), "{n}");
+    assert_eq!(n["policy"], "fifo:70", "{n}");
+    assert_eq!(n["duration_ns"], 2_000_000_000u64, "{n}");
+    // check: the duration is split between its timer and noise halves.
+    let c = config(
+        &[
+            "check",
+            "-a",
+            "0",
+            "-D",
+            "2s",
+            "--replay-timer",
+            feed,
+            "--replay-noise",
+            gaps,
+        ],
+        "c.json",
+    );
+    assert_eq!(c["timer.cpus"], serde_json::json!([0]), "{c}");
+    assert_eq!(c["timer.duration_ns"], 1_000_000_000u64, "{c}");
+    assert_eq!(c["noise.duration_ns"], 1_000_000_000u64, "{c}");
+    // cyclictest's `-i 1000` counts microseconds; punctual asks for the unit.
+    punctual()
+        .args(["timer", "-i", "1000", "--replay", feed])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("'1000' is not a duration"));
+    // Each is documented in --help beside its long option.
+    for (verb, shorts) in [
+        (
+            "timer",
+            &[
+                "-a, --cpus",
+                "-p, --priority",
+                "-i, --interval",
+                "-D, --duration",
+            ][..],
+        ),
+        (
+            "noise",
+            &["-a, --cpus", "-p, --priority", "-D, --duration"][..],
+        ),
+        ("check", &["-a, --cpus", "-D, --duration"][..]),
+    ] {
+        let out = punctual().args([verb, "--help"]).output().unwrap();
+        let help = String::from_utf8(out.stdout).unwrap();
+        for s in shorts {
+            assert!(help.contains(s), "{verb} --help lacks {s}:\n{help}");
+        }
+    }
 }

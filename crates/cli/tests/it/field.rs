@@ -8,12 +8,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::prelude::*;
 
-/// Live probes run one at a time (see tests/measure.rs).
-static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn live() -> std::sync::MutexGuard<'static, ()> {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::common::live;
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()

@@ -4,14 +4,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use assert_cmd::prelude::*;
 use predicates::prelude::*;
-
-/// These tests share tracefs and /run/punctual: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn bin() -> Command {
     Command::cargo_bin("punctual").unwrap()
@@ -115,12 +111,21 @@ fn bad_input_is_refused_with_status_2() {
 
 #[test]
 fn sigkill_leaves_a_journal_that_cleanup_and_the_next_run_replay() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = crate::common::live();
     if !is_root() {
         eprintln!("skipped: needs root for tracefs");
         return;
     }
     let mounted_before = tracefs_mounted();
+    // A journal of its own, so that no verb another test runs meanwhile
+    // replays the killed run's journal before this test's own cleanup does.
+    let run = tempfile::tempdir().unwrap();
+    let journal = |pid: u32| run.path().join(format!("trace-journal-{pid}.json"));
+    let bin = || {
+        let mut c = bin();
+        c.env("PUNCTUAL_RUN_DIR", run.path());
+        c
+    };
     for how in ["--cleanup", "next run"] {
         let mut child = bin()
             .args(["cause", "--cpus", "1", "--duration", "60s"])
@@ -151,7 +156,7 @@ fn sigkill_leaves_a_journal_that_cleanup_and_the_next_run_replay() {
         }
         assert!(!instance(pid).exists(), "{how}: instance left behind");
         assert!(!journal(pid).exists(), "{how}: journal left behind");
-        let leftovers: Vec<String> = std::fs::read_dir("/run/punctual")
+        let leftovers: Vec<String> = std::fs::read_dir(run.path())
             .map(|rd| {
                 rd.flatten()
                     .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -173,7 +178,7 @@ fn sigkill_leaves_a_journal_that_cleanup_and_the_next_run_replay() {
 
 #[test]
 fn sigterm_keeps_the_results_and_removes_the_instance() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = crate::common::live();
     if !is_root() {
         eprintln!("skipped: needs root for tracefs");
         return;
@@ -204,7 +209,7 @@ fn sigterm_keeps_the_results_and_removes_the_instance() {
 
 #[test]
 fn noise_probe_names_the_noisy_neighbor() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = crate::common::live();
     if !is_root() {
         eprintln!("skipped: needs root for tracefs and SCHED_FIFO");
         return;
@@ -269,7 +274,7 @@ fn noise_probe_names_the_noisy_neighbor() {
 /// large source of the measured stolen time, and leave no instance behind.
 #[test]
 fn probe_verbs_attribute_their_own_record() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = crate::common::live();
     if !is_root() {
         eprintln!("skipped: needs root for tracefs and SCHED_FIFO");
         return;
@@ -355,7 +360,7 @@ fn probe_verbs_attribute_their_own_record() {
 /// Without the rights to trace, `--cause` costs one warning, not the run.
 #[test]
 fn probe_cause_without_tracefs_warns_once_and_measures() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = crate::common::live();
     let setpriv = Path::new("/usr/bin/setpriv");
     if !is_root() || !setpriv.exists() {
         eprintln!("skipped: needs root and setpriv to drop privileges");
@@ -433,7 +438,7 @@ fn probe_cause_flags_are_checked() {
 /// "cpu idle"; and punctual's own threads are never someone's offenders.
 #[test]
 fn rt_throttling_is_named_and_own_threads_are_labelled() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = crate::common::live();
     if !is_root() {
         eprintln!("skipped: needs root for tracefs and SCHED_FIFO");
         return;

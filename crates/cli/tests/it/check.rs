@@ -9,13 +9,7 @@ use std::time::Duration;
 
 use assert_cmd::prelude::*;
 
-/// Live probes run one at a time (a SCHED_FIFO busy loop starves a timer
-/// probe of the same priority on its CPU).
-static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn live() -> std::sync::MutexGuard<'static, ()> {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::common::live;
 
 fn is_root() -> bool {
     // SAFETY: plain syscall.

@@ -83,6 +83,7 @@ fn unsafe_is_root() -> bool {
 
 #[test]
 fn net_runs_and_records_what_it_achieved() {
+    let _live = crate::common::live();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("load.json");
     let out = punctual()
@@ -252,6 +253,7 @@ fn endpoints(pid: i32, inodes: &[u64]) -> Vec<(String, String)> {
 
 #[test]
 fn kill_test_net_leaves_nothing_and_only_talks_to_loopback() {
+    let _live = crate::common::live();
     let (parent, worker) = start_and_wait_ready(&["load", "net", "--duration", "30s"]);
     // Every socket of the worker is on 127.0.0.1, both ends.
     let inodes = socket_inodes(worker);
@@ -273,6 +275,7 @@ fn kill_test_net_leaves_nothing_and_only_talks_to_loopback() {
 
 #[test]
 fn kill_test_disk_removes_file_and_restores_irq_affinity() {
+    let _live = crate::common::live();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let dev = std::fs::metadata(dir.path()).unwrap().dev();
     let irqs = punctual_loads::irq::device_irqs(dev)
@@ -363,6 +366,7 @@ fn kill_test_cmd_takes_its_program_along() {
 /// its achieved figures land in the probe's record.
 #[test]
 fn probe_load_is_recorded_and_bounded_by_the_probe() {
+    let _live = crate::common::live();
     let dir = tempfile::tempdir().unwrap();
     for verb in ["timer", "noise"] {
         let j = dir.path().join(format!("{verb}.json"));
@@ -399,6 +403,7 @@ fn probe_load_is_recorded_and_bounded_by_the_probe() {
 /// is the probe's, not the asked minute.
 #[test]
 fn probe_load_stops_on_ctrl_c() {
+    let _live = crate::common::live();
     let dir = tempfile::tempdir().unwrap();
     let j = dir.path().join("t.json");
     let mut child = Command::cargo_bin("punctual")

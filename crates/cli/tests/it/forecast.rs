@@ -72,7 +72,7 @@ fn mttf_slack_rate_and_worst_cases_in_json() {
     assert_eq!(s["slack_ns"], 500_000);
     assert!((s["exceedance_rate_per_s"].as_f64().unwrap() - 100.0).abs() < 1e-9);
     assert!((s["mttf_seconds"].as_f64().unwrap() - 0.011).abs() < 1e-9);
-    assert!((s["mttf"]["seed_mttf_seconds"].as_f64().unwrap() - 0.010).abs() < 1e-9);
+    assert!((s["mttf"]["first_order_mttf_seconds"].as_f64().unwrap() - 0.010).abs() < 1e-9);
     assert_eq!(s["mttf"]["queue"]["stalls"]["rate_per_s"], 0.0);
     for span in ["hour", "day", "week"] {
         let w = &s["worst_case"][span];
@@ -370,6 +370,7 @@ fn few_samples_give_an_interval_not_a_number() {
 /// match the real consumer's count within a factor of 2.
 #[test]
 fn injector_forecast_matches_closed_form_and_real_consumer() {
+    let _live = crate::common::live();
     if let Err(e) = punctual_live::rt::fifo_permitted() {
         eprintln!("skipped: SCHED_FIFO is not permitted here ({e})");
         return;
@@ -393,19 +394,19 @@ fn injector_forecast_matches_closed_form_and_real_consumer() {
     let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let c = &j["cases"][0];
     assert_eq!(c["load"], "injector");
-    let seed = c["seed_mttf_seconds"].as_f64().unwrap();
+    let first = c["first_order_mttf_seconds"].as_f64().unwrap();
     // 21 ms with no other noise; machine noise and a shared host only
     // shorten it. Below 8 ms the injector is not what dominates.
-    assert!((0.008..=0.026).contains(&seed), "seed MTTF {seed}");
+    assert!((0.008..=0.026).contains(&first), "first-order MTTF {first}");
     let queue = c["forecast_mttf_seconds"].as_f64().unwrap();
-    assert!(queue < seed, "queue {queue} vs seed {seed}");
+    assert!(queue < first, "queue {queue} vs first order {first}");
     let observed = c["observed_underruns"].as_u64().unwrap();
     assert!(observed >= 10, "{c}");
     let r = c["ratio"].as_f64().unwrap();
     eprintln!(
-        "injector: seed MTTF {seed:.4} s, queue MTTF {queue:.4} s, observed/predicted {r:.2} \
-         (seed {:.2})",
-        c["ratio_seed"].as_f64().unwrap_or(f64::NAN)
+        "injector: first-order MTTF {first:.4} s, queue MTTF {queue:.4} s, observed/predicted {r:.2} \
+         (first order {:.2})",
+        c["ratio_first_order"].as_f64().unwrap_or(f64::NAN)
     );
     assert!((0.5..=2.0).contains(&r), "observed/predicted {r}: {c}");
 }

@@ -86,6 +86,7 @@ fn wait_for(path: &Path, secs: u64) {
 
 #[test]
 fn kill_9_and_restart_keep_the_worst_cases() {
+    let _live = crate::common::live();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.json");
     let st = state.to_str().unwrap();
@@ -145,6 +146,7 @@ fn kill_9_and_restart_keep_the_worst_cases() {
 
 #[test]
 fn textfile_passes_promtool_and_run_ends_by_itself() {
+    let _live = crate::common::live();
     let dir = tempfile::tempdir().unwrap();
     let tf = dir.path().join("punctual.prom");
     let t = Instant::now();
@@ -211,6 +213,7 @@ fn free_port() -> u16 {
 /// A real Prometheus scrapes `/metrics` on loopback for a few seconds.
 #[test]
 fn real_prometheus_scrapes_the_monitor() {
+    let _live = crate::common::live();
     if Command::new("prometheus")
         .arg("--version")
         .output()

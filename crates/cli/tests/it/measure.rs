@@ -8,14 +8,7 @@ use std::time::Duration;
 use assert_cmd::prelude::*;
 use predicates::prelude::*;
 
-/// Live probes run one at a time: a SCHED_FIFO busy loop of the noise
-/// probe (or of `check`'s second half) on a CPU starves a timer probe of
-/// the same priority there, and the figures of both would be nonsense.
-static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn live() -> std::sync::MutexGuard<'static, ()> {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::common::live;
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()
