@@ -25,6 +25,7 @@ mod fix;
 mod histogram;
 mod verdict;
 mod warning;
+pub mod watch;
 
 pub use fix::{Fix, FixFigures, ProfileFigure};
 pub use histogram::{Histogram, Recorder, DEFAULT_BUCKET_NS};
@@ -149,6 +150,19 @@ impl Record {
     pub fn set_cause(&mut self, sum: &cause::CauseSummary) {
         self.extra.insert(
             "cause".into(),
+            serde_json::to_value(sum).unwrap_or(serde_json::Value::Null),
+        );
+    }
+
+    /// What `punctual watch` found about its threads (`extra["watch"]`).
+    pub fn watch(&self) -> Option<watch::WatchSummary> {
+        self.extra_section("watch")
+    }
+
+    /// Keeps a watch run's findings in `extra["watch"]`.
+    pub fn set_watch(&mut self, sum: &watch::WatchSummary) {
+        self.extra.insert(
+            "watch".into(),
             serde_json::to_value(sum).unwrap_or(serde_json::Value::Null),
         );
     }

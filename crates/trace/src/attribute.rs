@@ -567,7 +567,7 @@ impl Attributor {
                 st.task_class = nc;
                 st.throttle = throttle;
             }
-            Event::Wakeup { pid, comm, prio } => {
+            Event::Wakeup { pid, comm, prio } | Event::Waking { pid, comm, prio } => {
                 self.thread_src(*pid, Some(comm), Some(*prio));
             }
             Event::WorkStart { function } => {

@@ -44,6 +44,13 @@ pub enum Event {
         comm: String,
         prio: i32,
     },
+    /// `sched_waking`: the start of the wake-up path (`try_to_wake_up`),
+    /// on the waker's CPU, before the task is queued.
+    Waking {
+        pid: i32,
+        comm: String,
+        prio: i32,
+    },
     /// A kworker starts a work item; `function` is a kernel address.
     WorkStart {
         function: u64,
@@ -113,6 +120,11 @@ enum Kind {
         comm: Field,
         prio: Field,
     },
+    Waking {
+        pid: Field,
+        comm: Field,
+        prio: Field,
+    },
     WorkStart {
         function: Field,
     },
@@ -167,6 +179,11 @@ impl Decoder {
                     f.field("prev_state").ok().cloned(),
                 ))),
                 ("sched", "sched_wakeup") => Kind::Wakeup {
+                    pid: g("pid")?,
+                    comm: g("comm")?,
+                    prio: g("prio")?,
+                },
+                ("sched", "sched_waking") => Kind::Waking {
                     pid: g("pid")?,
                     comm: g("comm")?,
                     prio: g("prio")?,
@@ -230,6 +247,11 @@ impl Decoder {
                 }
             }
             Kind::Wakeup { pid, comm, prio } => Event::Wakeup {
+                pid: i32f(pid)?,
+                comm: comm.string(rec)?,
+                prio: i32f(prio)?,
+            },
+            Kind::Waking { pid, comm, prio } => Event::Waking {
                 pid: i32f(pid)?,
                 comm: comm.string(rec)?,
                 prio: i32f(prio)?,

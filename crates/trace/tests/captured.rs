@@ -146,6 +146,9 @@ fn binary_lines() -> (Vec<(u32, u64, String, String)>, u64) {
                     Event::Wakeup { pid, comm, .. } => {
                         ("sched_wakeup".into(), format!("{comm}/{pid}"))
                     }
+                    Event::Waking { pid, comm, .. } => {
+                        ("sched_waking".into(), format!("{comm}/{pid}"))
+                    }
                     Event::WorkStart { .. } => ("workqueue_execute_start".into(), String::new()),
                     Event::WorkEnd { .. } => ("workqueue_execute_end".into(), String::new()),
                     Event::Nmi { .. } => ("nmi_handler".into(), String::new()),
