@@ -52,6 +52,16 @@ pub struct WatchedThread {
     pub wakeups: u64,
     /// Activations that ended by blocking (a whole wake → sleep cycle).
     pub activations: u64,
+    /// Wake-ups timed to the return of the thread's blocking system call,
+    /// the kernel having traced no switch-in: it leaves an idle CPU
+    /// without a `sched_switch`. The call's return comes after the switch
+    /// by the kernel's exit path (about a microsecond).
+    #[serde(default)]
+    pub timed_by_own_event: u64,
+    /// Wake-ups after which it ran and blocked again with neither a
+    /// switch-in nor a system call's return seen: no latency sample.
+    #[serde(default)]
+    pub untimed: u64,
     /// Time it ran, and time it waited runnable (woken or preempted).
     pub ran_ns: Nanos,
     pub runnable_ns: Nanos,

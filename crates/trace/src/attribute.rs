@@ -590,6 +590,8 @@ impl Attributor {
                     st.faults.pop_front();
                 }
             }
+            // Only its common_pid matters (above): the task that runs.
+            Event::SysExit => {}
             Event::Nmi { .. } => unreachable!("handled above"),
         }
     }

@@ -62,6 +62,10 @@ pub enum Event {
     Nmi {
         delta_ns: i64,
     },
+    /// A system call returned (`raw_syscalls:sys_exit`), in the task's own
+    /// context: the first sign that a thread woken on an idle CPU runs,
+    /// where this kernel traces no switch out of idle.
+    SysExit,
     /// A page fault entered by the current task (`exceptions:page_fault_*`;
     /// no exit event exists).
     PageFault,
@@ -135,6 +139,7 @@ enum Kind {
         delta: Field,
     },
     PageFault,
+    SysExit,
 }
 
 /// Maps event ids to decoders; built once per run from the format files.
@@ -198,6 +203,7 @@ impl Decoder {
                     delta: g("delta_ns")?,
                 },
                 ("exceptions", "page_fault_user" | "page_fault_kernel") => Kind::PageFault,
+                ("raw_syscalls", "sys_exit") => Kind::SysExit,
                 _ => continue,
             };
             if common.is_none() {
@@ -266,6 +272,7 @@ impl Decoder {
                 delta_ns: delta.int(rec)?,
             },
             Kind::PageFault => Event::PageFault,
+            Kind::SysExit => Event::SysExit,
         };
         Some(Decoded { ts, pid, event })
     }

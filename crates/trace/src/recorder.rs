@@ -303,9 +303,20 @@ impl FlightRecorder {
                 wanted.push(e.into());
             }
         }
+        // And their own system calls' returns: this kernel traces no
+        // switch out of idle, so for a thread woken on an idle CPU the
+        // return from its blocking call is the first sign that it runs.
+        let own_filter = opts
+            .watch
+            .iter()
+            .map(|t| format!("common_pid == {t}"))
+            .collect::<Vec<_>>()
+            .join(" || ");
         let mut filters = vec![FAULT_FILTER];
         if !opts.watch.is_empty() {
             filters.push(("sched/sched_wak", pid_filter.as_str()));
+            filters.push(("raw_syscalls/sys_exit", own_filter.as_str()));
+            wanted.push("raw_syscalls/sys_exit".into());
         }
         let Rings {
             instance: mut inst,

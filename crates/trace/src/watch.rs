@@ -40,6 +40,9 @@ pub enum What {
     In,
     /// Switched out; `runnable` when it left still runnable (preempted).
     Out { runnable: bool },
+    /// One of its system calls returned: it runs on the event's CPU. The
+    /// switch-in where the kernel traced none (a CPU leaving idle).
+    Own,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,6 +141,17 @@ impl WatchLog {
                     }
                 }
             }
+            Event::SysExit if self.tids.contains(&ev.pid) => {
+                self.push(ThreadEvent {
+                    ts: ev.ts,
+                    tid: ev.pid,
+                    cpu,
+                    what: What::Own,
+                });
+                if let Some(w) = self.pending_wake.remove(&ev.pid) {
+                    self.check(ev.pid, cpu, w, ev.ts);
+                }
+            }
             _ => {}
         }
     }
@@ -191,6 +205,12 @@ pub struct Activation {
     pub wake: Option<u64>,
     /// Its first switch-in and CPU.
     pub run: Option<(u64, u32)>,
+    /// `run` is the return of its blocking system call, the kernel having
+    /// traced no switch-in (it left an idle CPU).
+    pub run_by_own_event: bool,
+    /// It blocked again with neither a switch-in nor a call's return
+    /// seen: it ran, but when it started is not known.
+    pub untimed: bool,
     /// When it blocked (none for the cycle the trace ended inside).
     pub end: Option<u64>,
     pub pieces: Vec<Piece>,
@@ -233,7 +253,9 @@ pub fn activations(events: &[ThreadEvent]) -> Vec<Activation> {
             // Woken again while awake: the wake-up found it still on its
             // way to sleep, and it stays awake.
             (What::Waking, _) => {}
-            (What::In, s) => {
+            // Its own event while it runs says nothing new.
+            (What::Own, State::Running { .. }) => {}
+            (What::In | What::Own, s) => {
                 let a = cur.get_or_insert_with(Activation::default);
                 let from = match s {
                     State::Woken => a.wake,
@@ -250,6 +272,7 @@ pub fn activations(events: &[ThreadEvent]) -> Vec<Activation> {
                 }
                 if a.run.is_none() && a.wake.is_some() {
                     a.run = Some((e.ts, e.cpu));
+                    a.run_by_own_event = e.what == What::Own;
                 }
                 st = State::Running {
                     since: e.ts,
@@ -265,6 +288,9 @@ pub fn activations(events: &[ThreadEvent]) -> Vec<Activation> {
                         end: e.ts.max(since),
                         running: true,
                     });
+                }
+                if matches!(s, State::Woken) {
+                    a.untimed = true;
                 }
                 if runnable {
                     st = State::Preempted { since: e.ts };
@@ -476,6 +502,7 @@ impl Trace {
             What::Waking => 0,
             What::Out { .. } => 1,
             What::In => 2,
+            What::Own => 3,
         };
         for (tid, start_name) in &spec.threads {
             let mut evs = by_tid.remove(tid).unwrap_or_default();
@@ -682,6 +709,8 @@ impl Trace {
         WatchedThread {
             tid,
             name: String::new(),
+            timed_by_own_event: lat.iter().filter(|x| x.1.run_by_own_event).count() as u64,
+            untimed: acts.iter().filter(|a| a.untimed).count() as u64,
             series,
             cpus: cpus.iter().map(|c| c.0).collect(),
             wakeups: lat.len() as u64,
@@ -729,9 +758,18 @@ mod tests {
             // A second wake-up while awake changes nothing.
             ev(1105, 0, What::Waking),
             ev(1110, 1, What::In),
+            ev(1120, 1, What::Own),
+            ev(1150, 1, What::Out { runnable: false }),
+            // Woken on an idle CPU: no switch-in traced, its call returns.
+            ev(2000, 1, What::Waking),
+            ev(2009, 1, What::Own),
+            ev(2050, 1, What::Out { runnable: false }),
+            // Neither: it ran, from an unknown time.
+            ev(3000, 1, What::Waking),
+            ev(3050, 1, What::Out { runnable: false }),
         ];
         let a = activations(&evs);
-        assert_eq!(a.len(), 3);
+        assert_eq!(a.len(), 5);
         assert_eq!((a[0].wake, a[0].end), (None, Some(50)));
         assert_eq!(a[1].latency(), Some(30));
         assert_eq!(a[1].end, Some(300));
@@ -749,7 +787,12 @@ mod tests {
                 (260, 300, true)
             ]
         );
-        assert_eq!((a[2].latency(), a[2].end), (Some(10), None));
+        assert_eq!((a[2].latency(), a[2].end), (Some(10), Some(1150)));
+        assert!(!a[2].run_by_own_event);
+        assert_eq!(a[2].pieces.len(), 2, "one wait, one run: {:?}", a[2].pieces);
+        assert_eq!((a[3].latency(), a[3].run_by_own_event), (Some(9), true));
+        assert_eq!(a[3].pieces[1].start, 2009);
+        assert_eq!((a[4].latency(), a[4].untimed), (None, true));
     }
 
     #[test]
@@ -774,7 +817,7 @@ mod tests {
                 wake: Some(wake),
                 run: Some((wake + 500, 1)),
                 end: Some(end),
-                pieces: Vec::new(),
+                ..Default::default()
             });
         }
         let wakes: Vec<u64> = acts.iter().filter_map(|a| a.wake).collect();

@@ -154,6 +154,7 @@ fn binary_lines() -> (Vec<(u32, u64, String, String)>, u64) {
                     Event::Nmi { .. } => ("nmi_handler".into(), String::new()),
                     // Not in this capture (recorded since).
                     Event::PageFault => ("page_fault".into(), String::new()),
+                    Event::SysExit => ("sys_exit".into(), String::new()),
                 };
                 // The text rounds to the nearest microsecond (ns2usecs).
                 out.push((cpu, (d.ts + 500) / 1000, name, key));

@@ -134,6 +134,13 @@ pub fn render(rec: &Record, top: usize) -> (String, String) {
         let label = format!("{}-{}", t.name, t.tid);
         let _ = writeln!(out, "\n{label}:");
         let _ = writeln!(out, "  {}", period_text(t));
+        if t.timed_by_own_event > 0 || t.untimed > 0 {
+            let _ = writeln!(
+                out,
+                "  {} wake-up(s) timed to the return of its blocking call (no switch-in traced when a CPU leaves idle), {} not timed (neither seen)",
+                t.timed_by_own_event, t.untimed
+            );
+        }
         let _ = writeln!(
             out,
             "  ran {}, waited runnable {}; taken from it: {} while it ran, {} while it waited",
