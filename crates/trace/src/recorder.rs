@@ -852,6 +852,31 @@ impl Trace {
             .window_own(cpu, start, end, self_tids, &own, &self.symbols)
     }
 
+    /// [`Trace::split`] of a watched thread's wait after its wake-up at
+    /// `woken` (time, the waker's CPU): when it was woken on `cpu`, the
+    /// rest of the context that woke it is the wake-up's own path, kept
+    /// apart from the sources that delayed it.
+    pub fn split_woken(
+        &self,
+        cpu: u32,
+        start: u64,
+        end: u64,
+        self_tids: &[i32],
+        woken: Option<(u64, u32)>,
+    ) -> WindowSplit {
+        let waker = woken
+            .filter(|&(_, c)| c == cpu)
+            .and_then(|(t, _)| self.attributor.instance_at(cpu, t));
+        let own: Vec<i32> = self
+            .own_threads
+            .keys()
+            .copied()
+            .filter(|t| !self_tids.contains(t))
+            .collect();
+        self.attributor
+            .window_woken(cpu, start, end, self_tids, &own, &self.symbols, waker)
+    }
+
     /// Splits every stolen interval of one probe (absolute windows from
     /// `origin`): named sources inside them, and the rest of each interval
     /// (time the trace charges to the probe itself) named where it honestly

@@ -203,6 +203,8 @@ pub struct Piece {
 pub struct Activation {
     /// Its wake-up (none for the cycle the trace began inside).
     pub wake: Option<u64>,
+    /// The CPU its wake-up ran on (the waker's).
+    pub wake_cpu: Option<u32>,
     /// Its first switch-in and CPU.
     pub run: Option<(u64, u32)>,
     /// `run` is the return of its blocking system call, the kernel having
@@ -246,6 +248,7 @@ pub fn activations(events: &[ThreadEvent]) -> Vec<Activation> {
                 }
                 cur = Some(Activation {
                     wake: Some(e.ts),
+                    wake_cpu: Some(e.cpu),
                     ..Default::default()
                 });
                 st = State::Woken;
@@ -613,7 +616,8 @@ impl Trace {
         let mut slowest_total = 0u64;
         for (i, &(l, a)) in lat.iter().take(keep).enumerate() {
             let (run, cpu) = a.run.expect("a latency has a switch-in");
-            let w = self.split(cpu, run - l, run, &[tid]);
+            let woken = a.wake.zip(a.wake_cpu);
+            let w = self.split_woken(cpu, run - l, run, &[tid], woken);
             let causes = w.to_shares();
             if i < slowest {
                 slowest_total += l;
@@ -639,8 +643,19 @@ impl Trace {
         let mut by_source = BTreeMap::new();
         let mut idle = (0u64, 0u64);
         let mut no_event = (0u64, 0u64);
-        for p in acts.iter().flat_map(|a| a.pieces.iter()) {
-            let w = self.split(p.cpu, p.start, p.end, &[tid]);
+        let mut wake_path: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        for (a, p) in acts
+            .iter()
+            .flat_map(|a| a.pieces.iter().map(move |p| (a, p)))
+        {
+            let woken = a.wake.zip(a.wake_cpu).filter(|w| w.0 == p.start);
+            let w = self.split_woken(p.cpu, p.start, p.end, &[tid], woken);
+            if w.wake_path_ns > 0 {
+                let e = wake_path
+                    .entry(w.wake_path_via.clone().unwrap_or_default())
+                    .or_default();
+                *e = (e.0 + 1, e.1 + w.wake_path_ns, e.2.max(w.wake_path_ns));
+            }
             let named = w.named_ns();
             let stolen = if p.running {
                 ran += p.end - p.start;
@@ -648,7 +663,7 @@ impl Trace {
                 named
             } else {
                 runnable += p.end - p.start;
-                let s = named + w.idle_ns + w.unexplained_ns;
+                let s = named + w.idle_ns + w.unexplained_ns + w.wake_path_ns;
                 st_wait += s;
                 if w.idle_ns > 0 {
                     idle = (idle.0 + 1, idle.1 + w.idle_ns);
@@ -690,6 +705,19 @@ impl Trace {
                     },
                 );
             }
+        }
+        for (via, (n, ns, max)) in wake_path {
+            merge_share(
+                &mut by_source,
+                &SourceShare {
+                    kind: crate::attribute::WAKE_PATH_KIND.into(),
+                    name: format!("wake-up path ({via})"),
+                    count: n,
+                    total_ns: Nanos(ns),
+                    max_ns: Nanos(max),
+                    share: 0.0,
+                },
+            );
         }
         let total = st_run + st_wait;
         if !acts.is_empty() {

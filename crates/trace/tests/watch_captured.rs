@@ -179,6 +179,21 @@ fn captured_wakeups_match_the_kernels_text_and_make_a_record() {
         assert_eq!(named, sp.value_ns.0, "{sp:?}");
     }
     assert!(!t.offenders.is_empty());
+    // cyclictest's timer fires on its own CPU: the rest of that local
+    // timer interrupt, after sched_waking, is the wake-up's own path,
+    // named as such and not as a source that delayed it.
+    assert!(
+        rec.spikes.iter().all(|sp| sp
+            .causes
+            .iter()
+            .any(|c| c.kind == "wakeup" && c.name == "wake-up path (local_timer)")),
+        "{:?}",
+        rec.spikes
+    );
+    assert!(rec
+        .spikes
+        .iter()
+        .all(|sp| !sp.causes.iter().any(|c| c.name == "local_timer")));
     assert!(rec.watch().is_some());
     assert_eq!(
         rec.stolen[0].task.as_deref(),
