@@ -114,6 +114,18 @@ pub struct Deadlines {
     pub skipped: u64,
     /// Largest release → completion seen.
     pub worst_response_ns: Nanos,
+    /// Release → running, over the activations that ran: the thread's
+    /// timer's own lateness (its interrupt held back, a host stall before
+    /// it was delivered: nothing the scheduler's events show) plus the
+    /// wake-up latency. What a thread timing itself against its period
+    /// sees (cyclictest), less the fastest wake-up's own latency, on which
+    /// the releases are placed.
+    #[serde(default)]
+    pub release_to_run_p50_ns: Nanos,
+    #[serde(default)]
+    pub release_to_run_p99_ns: Nanos,
+    #[serde(default)]
+    pub release_to_run_max_ns: Nanos,
 }
 
 impl Deadlines {

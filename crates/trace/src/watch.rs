@@ -410,10 +410,14 @@ pub fn deadlines(acts: &[Activation], release0: u64, p: Nanos) -> Deadlines {
         ..Default::default()
     };
     let mut seen = std::collections::BTreeSet::new();
+    let mut to_run = Vec::new();
     for a in acts {
         let Some(w) = a.wake else { continue };
         let k = w.saturating_sub(release0) / p;
         seen.insert(k);
+        if let Some((r, _)) = a.run {
+            to_run.push(r.saturating_sub(release0 + k * p));
+        }
         if let Some(end) = a.end {
             let release = release0 + k * p;
             let response = end.saturating_sub(release);
@@ -427,6 +431,14 @@ pub fn deadlines(acts: &[Activation], release0: u64, p: Nanos) -> Deadlines {
         out.releases = last - first + 1;
         out.skipped = out.releases - seen.len() as u64;
     }
+    to_run.sort_unstable();
+    let q = |f: f64| -> Nanos {
+        let i = ((to_run.len() as f64 * f).ceil() as usize).clamp(1, to_run.len().max(1)) - 1;
+        Nanos(to_run.get(i).copied().unwrap_or(0))
+    };
+    out.release_to_run_p50_ns = q(0.5);
+    out.release_to_run_p99_ns = q(0.99);
+    out.release_to_run_max_ns = Nanos(to_run.last().copied().unwrap_or(0));
     out
 }
 
@@ -861,6 +873,21 @@ mod tests {
         let d = deadlines(&acts, r0, found);
         assert_eq!((d.releases, d.skipped, d.late), (200, 1, 1), "{d:?}");
         assert!(d.worst_response_ns.0 >= p + 40_000);
+        // Release to running: the wake-up's lateness past the fastest
+        // one (0-37 us) plus 500 ns to the switch-in.
+        let slowest = (0..200u64)
+            .filter(|&k| k != 57)
+            .map(|k| (k * 7919) % 37_000)
+            .max()
+            .unwrap();
+        // To the fitted releases' nanoseconds.
+        assert!(
+            d.release_to_run_max_ns.0.abs_diff(slowest + 500) < 200,
+            "{} against {}",
+            d.release_to_run_max_ns,
+            slowest + 500
+        );
+        assert!(d.release_to_run_p50_ns.0 >= 500 && d.release_to_run_p50_ns.0 <= 34_500);
         // Irregular wake-ups are not called periodic.
         let irregular: Vec<u64> = (0..100u64).map(|i| i * i * 1000 + i * 37).collect();
         assert!(detect_period(&irregular).is_none());

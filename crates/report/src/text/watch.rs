@@ -69,6 +69,14 @@ fn period_text(t: &WatchedThread) -> String {
     }
 }
 
+fn release_text(t: &WatchedThread) -> Option<String> {
+    let d = t.deadlines.as_ref()?;
+    Some(format!(
+        "release to running (timer lateness + wake-up latency, from the fastest wake-up on): p50 {}, p99 {}, max {}",
+        d.release_to_run_p50_ns, d.release_to_run_p99_ns, d.release_to_run_max_ns
+    ))
+}
+
 /// The verb's standard output and, apart, the warnings block it prints on
 /// standard error. `top` rows per sources table.
 pub fn render(rec: &Record, top: usize) -> (String, String) {
@@ -134,6 +142,9 @@ pub fn render(rec: &Record, top: usize) -> (String, String) {
         let label = format!("{}-{}", t.name, t.tid);
         let _ = writeln!(out, "\n{label}:");
         let _ = writeln!(out, "  {}", period_text(t));
+        if let Some(r) = release_text(t) {
+            let _ = writeln!(out, "  {r}");
+        }
         if t.timed_by_own_event > 0 || t.untimed > 0 {
             let _ = writeln!(
                 out,
@@ -173,4 +184,84 @@ pub fn render(rec: &Record, top: usize) -> (String, String) {
         );
     }
     (out, probe::warnings_block(rec))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_record::watch::{Deadlines, PeriodFit, WatchSummary};
+    use punctual_record::{Metric, Platform, Recorder, Source, Stolen};
+
+    #[test]
+    fn a_watch_record_prints_each_thread_and_its_offenders() {
+        let mut rec = Record::new(Source::Measured, "watch", Platform::default());
+        let mut h = Recorder::new(Nanos(1_000));
+        for v in [8_000u64, 9_000, 12_000, 950_000] {
+            h.record(Nanos(v));
+        }
+        let mut s = h.to_series("rtloop-42.latency", Metric::Latency);
+        s.cpu = Some(1);
+        rec.series.push(s);
+        let share = |kind: &str, name: &str, ns: u64, share: f64| SourceShare {
+            kind: kind.into(),
+            name: name.into(),
+            count: 1,
+            total_ns: Nanos(ns),
+            max_ns: Nanos(ns),
+            share,
+        };
+        rec.stolen.push(Stolen {
+            cpu: 1,
+            task: Some("rtloop-42".into()),
+            by_source: vec![share("thread", "hog/7", 900_000, 0.9)],
+            ..Default::default()
+        });
+        rec.set_watch(&WatchSummary {
+            pid: 40,
+            command: "rtloop".into(),
+            wake_event: "sched_waking".into(),
+            threads: vec![WatchedThread {
+                tid: 42,
+                name: "rtloop".into(),
+                series: "rtloop-42.latency".into(),
+                cpus: vec![1],
+                wakeups: 4,
+                period: Some(PeriodFit {
+                    period_ns: Nanos(1_000_000),
+                    regular_fraction: 1.0,
+                    ..Default::default()
+                }),
+                deadlines: Some(Deadlines {
+                    deadline_ns: Nanos(1_000_000),
+                    releases: 5,
+                    late: 1,
+                    skipped: 1,
+                    worst_response_ns: Nanos(1_200_000),
+                    ..Default::default()
+                }),
+                slowest: 4,
+                slowest_from_ns: Nanos(8_000),
+                offenders: vec![share("thread", "hog/7", 900_000, 0.92)],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let (out, _) = render(&rec, 5);
+        let row = out
+            .lines()
+            .find(|l| l.starts_with("rtloop-42 "))
+            .expect("a row for the thread");
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1..3], ["1", "4"], "{row}");
+        assert_eq!(cells[cells.len() - 2..], ["1ms", "2"], "{row}");
+        assert!(
+            out.contains("deadline misses 2 of 5 releases (1 finished late, 1 skipped)"),
+            "{out}"
+        );
+        assert!(out.contains("behind its 4 slowest wake-ups"), "{out}");
+        assert_eq!(out.matches("hog/7").count(), 2, "{out}");
+        // A record of another verb's run says it holds no watch results.
+        let other = Record::new(Source::Measured, "watch", Platform::default());
+        assert!(render(&other, 5).0.contains("no watch results"));
+    }
 }
