@@ -63,7 +63,7 @@ impl std::fmt::Display for AdviseError {
             AdviseError::Kind(k) => write!(
                 f,
                 "a '{k}' record cannot be advised on: give a check, timer, noise or cause record \
-                 taken with --cause"
+                 taken with --cause, or a watch record"
             ),
             AdviseError::NoSeries => write!(
                 f,
@@ -155,7 +155,10 @@ pub fn advise(
     profiles: &[Profile],
     only_failing: bool,
 ) -> Result<Advice, AdviseError> {
-    if !matches!(rec.kind.as_str(), "check" | "timer" | "noise" | "cause") {
+    if !matches!(
+        rec.kind.as_str(),
+        "check" | "timer" | "noise" | "cause" | "watch"
+    ) {
         return Err(AdviseError::Kind(rec.kind.clone()));
     }
     if !has_cause(rec) {

@@ -43,6 +43,8 @@ enum Command {
     Validate(cmd::validate::Args),
     /// Long-running low-rate probe serving rolling worst cases on /metrics.
     Monitor(cmd::monitor::Args),
+    /// Watch a running application's threads: wake-up latency, stolen time, misses, causes.
+    Watch(cmd::watch::Args),
     /// Did latency regress? A statistical test of two records' quantiles.
     Compare(cmd::compare::Args),
     /// Turn records into HTML, CSV, histograms, HdrHistogram logs, Prometheus, Perfetto.
@@ -105,5 +107,6 @@ fn run(command: Command) -> punctual::error::CliResult {
         Command::Reserve(a) => cmd::reserve::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Monitor(a) => cmd::monitor::run(a),
+        Command::Watch(a) => cmd::watch::run(a),
     }
 }

@@ -21,6 +21,7 @@ pub mod merge;
 pub mod monitor;
 pub mod probe;
 pub mod session;
+pub mod watch;
 
 pub use probe::{Noise, Outcome, Probe, Timer};
 pub use session::{Measured, ProbeRequest, Quiet, Runner, Session, Tracing};

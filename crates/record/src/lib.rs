@@ -26,6 +26,7 @@ mod histogram;
 pub mod reserve;
 mod verdict;
 mod warning;
+pub mod watch;
 
 pub use fix::{Fix, FixFigures, ProfileFigure};
 pub use histogram::{Histogram, Recorder, DEFAULT_BUCKET_NS};
@@ -158,6 +159,19 @@ impl Record {
     /// reserve record.
     pub fn reserve(&self) -> Option<reserve::ReserveReport> {
         reserve::ReserveReport::read(self)
+    }
+
+    /// What `punctual watch` found about its threads (`extra["watch"]`).
+    pub fn watch(&self) -> Option<watch::WatchSummary> {
+        self.extra_section("watch")
+    }
+
+    /// Keeps a watch run's findings in `extra["watch"]`.
+    pub fn set_watch(&mut self, sum: &watch::WatchSummary) {
+        self.extra.insert(
+            "watch".into(),
+            serde_json::to_value(sum).unwrap_or(serde_json::Value::Null),
+        );
     }
 
     /// A check record's noise half's attribution (`extra["cause_noise"]`).

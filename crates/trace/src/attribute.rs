@@ -162,7 +162,17 @@ pub struct WindowSplit {
     /// the page) ran in its context with no other event to show for it.
     #[serde(default)]
     pub self_faults: u64,
+    /// Time in the window spent in the context that woke the watched
+    /// thread (the rest of the interrupt whose handler woke it), with that
+    /// context's name: the wake-up's own path, not someone else's time.
+    #[serde(default)]
+    pub wake_path_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_path_via: Option<String>,
 }
+
+/// The source kind of a wake-up's own path in a watched thread's window.
+pub const WAKE_PATH_KIND: &str = "wakeup";
 
 impl WindowSplit {
     pub fn named_ns(&self) -> u64 {
@@ -190,9 +200,14 @@ impl WindowSplit {
         } else {
             ("unexplained", "no guest event", 1)
         };
+        let wake_name = format!(
+            "wake-up path ({})",
+            self.wake_path_via.as_deref().unwrap_or("?")
+        );
         for (kind, name, count, ns) in [
             (kind, name, count, self.unexplained_ns),
             ("unexplained", "cpu idle", 1, self.idle_ns),
+            (WAKE_PATH_KIND, wake_name.as_str(), 1, self.wake_path_ns),
         ] {
             if ns > 0 {
                 v.push(SourceShare {
@@ -567,7 +582,7 @@ impl Attributor {
                 st.task_class = nc;
                 st.throttle = throttle;
             }
-            Event::Wakeup { pid, comm, prio } => {
+            Event::Wakeup { pid, comm, prio } | Event::Waking { pid, comm, prio } => {
                 self.thread_src(*pid, Some(comm), Some(*prio));
             }
             Event::WorkStart { function } => {
@@ -590,6 +605,8 @@ impl Attributor {
                     st.faults.pop_front();
                 }
             }
+            // Only its common_pid matters (above): the task that runs.
+            Event::SysExit => {}
             Event::Nmi { .. } => unreachable!("handled above"),
         }
     }
@@ -684,6 +701,32 @@ impl Attributor {
         own_pids: &[i32],
         sym: &dyn Symbolizer,
     ) -> WindowSplit {
+        self.window_woken(cpu, start, end, self_pids, own_pids, sym, None)
+    }
+
+    /// The source instance (source, occurrence) running on `cpu` at `ts`,
+    /// innermost context first, when the trace covers that moment.
+    pub fn instance_at(&self, cpu: u32, ts: u64) -> Option<(u32, u32)> {
+        let st = self.cpus.get(&cpu)?;
+        let i = st.segments.partition_point(|s| s.end <= ts);
+        let seg = st.segments.get(i)?;
+        (seg.start <= ts).then_some((seg.src, seg.inst))
+    }
+
+    /// [`Attributor::window_own`], with the time of the source instance
+    /// `waker` (the context that woke the watched thread) counted apart as
+    /// the wake-up's own path.
+    #[allow(clippy::too_many_arguments)]
+    pub fn window_woken(
+        &self,
+        cpu: u32,
+        start: u64,
+        end: u64,
+        self_pids: &[i32],
+        own_pids: &[i32],
+        sym: &dyn Symbolizer,
+        waker: Option<(u32, u32)>,
+    ) -> WindowSplit {
         let mut out = WindowSplit {
             length_ns: end.saturating_sub(start),
             ..Default::default()
@@ -718,6 +761,13 @@ impl Attributor {
             }
             let d = b - a;
             covered += d;
+            if waker == Some((seg.src, seg.inst)) {
+                out.wake_path_ns += d;
+                if out.wake_path_via.is_none() {
+                    out.wake_path_via = Some(self.display(seg.src, sym).1);
+                }
+                continue;
+            }
             let (kind, info) = self.source(seg.src);
             if kind == Kind::Idle {
                 out.idle_ns += d;

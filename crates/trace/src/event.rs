@@ -44,6 +44,13 @@ pub enum Event {
         comm: String,
         prio: i32,
     },
+    /// `sched_waking`: the start of the wake-up path (`try_to_wake_up`),
+    /// on the waker's CPU, before the task is queued.
+    Waking {
+        pid: i32,
+        comm: String,
+        prio: i32,
+    },
     /// A kworker starts a work item; `function` is a kernel address.
     WorkStart {
         function: u64,
@@ -55,6 +62,10 @@ pub enum Event {
     Nmi {
         delta_ns: i64,
     },
+    /// A system call returned (`raw_syscalls:sys_exit`), in the task's own
+    /// context: the first sign that a thread woken on an idle CPU runs,
+    /// where this kernel traces no switch out of idle.
+    SysExit,
     /// A page fault entered by the current task (`exceptions:page_fault_*`;
     /// no exit event exists).
     PageFault,
@@ -113,6 +124,11 @@ enum Kind {
         comm: Field,
         prio: Field,
     },
+    Waking {
+        pid: Field,
+        comm: Field,
+        prio: Field,
+    },
     WorkStart {
         function: Field,
     },
@@ -123,6 +139,7 @@ enum Kind {
         delta: Field,
     },
     PageFault,
+    SysExit,
 }
 
 /// Maps event ids to decoders; built once per run from the format files.
@@ -171,6 +188,11 @@ impl Decoder {
                     comm: g("comm")?,
                     prio: g("prio")?,
                 },
+                ("sched", "sched_waking") => Kind::Waking {
+                    pid: g("pid")?,
+                    comm: g("comm")?,
+                    prio: g("prio")?,
+                },
                 ("workqueue", "workqueue_execute_start") => Kind::WorkStart {
                     function: g("function")?,
                 },
@@ -181,6 +203,7 @@ impl Decoder {
                     delta: g("delta_ns")?,
                 },
                 ("exceptions", "page_fault_user" | "page_fault_kernel") => Kind::PageFault,
+                ("raw_syscalls", "sys_exit") => Kind::SysExit,
                 _ => continue,
             };
             if common.is_none() {
@@ -234,6 +257,11 @@ impl Decoder {
                 comm: comm.string(rec)?,
                 prio: i32f(prio)?,
             },
+            Kind::Waking { pid, comm, prio } => Event::Waking {
+                pid: i32f(pid)?,
+                comm: comm.string(rec)?,
+                prio: i32f(prio)?,
+            },
             Kind::WorkStart { function } => Event::WorkStart {
                 function: function.u64(rec)?,
             },
@@ -244,6 +272,7 @@ impl Decoder {
                 delta_ns: delta.int(rec)?,
             },
             Kind::PageFault => Event::PageFault,
+            Kind::SysExit => Event::SysExit,
         };
         Some(Decoded { ts, pid, event })
     }

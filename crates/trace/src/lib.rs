@@ -15,3 +15,4 @@ pub mod recorder;
 pub mod ring;
 pub mod rings;
 pub mod tracefs;
+pub mod watch;

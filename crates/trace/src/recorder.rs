@@ -25,6 +25,7 @@ use crate::event::Decoder;
 use crate::format::{HeaderEvent, HeaderPage};
 use crate::rings::{drain_ring, Rings};
 use crate::tracefs::{Instance, NoTracing};
+use crate::watch::WatchLog;
 
 /// The events recorded, as `system/event`; those this kernel lacks are
 /// skipped (and listed in the summary).
@@ -89,6 +90,12 @@ pub struct Options {
     pub reader_cpus: Option<Vec<u32>>,
     /// Also record `sched:sched_wakeup` (see [`wanted_events`]).
     pub wakeups: bool,
+    /// Thread ids whose wake-ups and switches are kept (`punctual
+    /// watch`): `sched_waking` is recorded, filtered in the kernel to
+    /// these ids, and the reader keeps their scheduler events.
+    pub watch: Vec<i32>,
+    /// With `watch`: the wake-up latency that ends the run.
+    pub stop_at: Option<crate::watch::StopAt>,
 }
 
 impl Default for Options {
@@ -102,6 +109,8 @@ impl Default for Options {
             journal_dir: punctual_live::restore::run_dir(),
             reader_cpus: None,
             wakeups: false,
+            watch: Vec::new(),
+            stop_at: None,
         }
     }
 }
@@ -214,6 +223,7 @@ pub fn parse_interrupts(text: &str) -> BTreeMap<u32, BTreeMap<String, u64>> {
 
 struct ReaderOut {
     attributor: Attributor,
+    watch: Option<WatchLog>,
     /// Threads of this process named `punctual*` seen while recording.
     own: BTreeMap<i32, String>,
     pages: u64,
@@ -274,7 +284,42 @@ impl FlightRecorder {
     pub fn start(cpus: &[u32], opts: &Options) -> Result<FlightRecorder, NoTracing> {
         let inst = Instance::create_without_cmdline_recording(&opts.journal_dir)?;
         let events_dir = inst.root().join("events");
-        let wanted = wanted_events(&events_dir, opts.wakeups);
+        let mut wanted = wanted_events(&events_dir, opts.wakeups);
+        // The watched threads' wake-ups: `sched_waking` (the start of the
+        // wake-up path) where the kernel has it, filtered to their ids so
+        // no other task's wake-up costs a ring write.
+        let use_wakeup = !events_dir.join("sched/sched_waking").exists();
+        let pid_filter = opts
+            .watch
+            .iter()
+            .map(|t| format!("pid == {t}"))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        if !opts.watch.is_empty() {
+            let e = if use_wakeup {
+                "sched/sched_wakeup"
+            } else {
+                "sched/sched_waking"
+            };
+            if !wanted.iter().any(|w| w == e) {
+                wanted.push(e.into());
+            }
+        }
+        // And their own system calls' returns: this kernel traces no
+        // switch out of idle, so for a thread woken on an idle CPU the
+        // return from its blocking call is the first sign that it runs.
+        let own_filter = opts
+            .watch
+            .iter()
+            .map(|t| format!("common_pid == {t}"))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        let mut filters = vec![FAULT_FILTER];
+        if !opts.watch.is_empty() {
+            filters.push(("sched/sched_wak", pid_filter.as_str()));
+            filters.push(("raw_syscalls/sys_exit", own_filter.as_str()));
+            wanted.push("raw_syscalls/sys_exit".into());
+        }
         let Rings {
             instance: mut inst,
             files,
@@ -289,8 +334,10 @@ impl FlightRecorder {
             u64::from(opts.buffer_kb),
             wanted,
             &["sched/sched_switch"],
-            &[FAULT_FILTER],
+            &filters,
         )?;
+        let watch = (!opts.watch.is_empty())
+            .then(|| WatchLog::new(&opts.watch, use_wakeup, opts.stop_at.clone()));
         let fail = |what: &str, e: &dyn std::fmt::Display| NoTracing(format!("{what}: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
         let online = crate::recorder::online_cpus();
@@ -313,7 +360,7 @@ impl FlightRecorder {
             .name("punctual-trace".into())
             .spawn(move || {
                 pin(&reader_cpus);
-                read_loop(files, hp, he, decoder, max_segments, poll, s2)
+                read_loop(files, hp, he, decoder, max_segments, poll, s2, watch)
             })
             .map_err(|e| fail("cannot start the trace reader", &e))?;
         let before = KernelSnap::read();
@@ -414,6 +461,7 @@ impl FlightRecorder {
             own_threads: out.own,
             rt_runtime_us: read_knob("/proc/sys/kernel/sched_rt_runtime_us"),
             rt_period_us: read_knob("/proc/sys/kernel/sched_rt_period_us"),
+            watch: out.watch,
         })
     }
 }
@@ -457,6 +505,7 @@ fn pin(cpus: &[u32]) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn read_loop(
     mut files: Vec<(u32, File)>,
     hp: HeaderPage,
@@ -465,9 +514,11 @@ fn read_loop(
     max_segments: usize,
     poll: Duration,
     stop: Arc<AtomicBool>,
+    watch: Option<WatchLog>,
 ) -> ReaderOut {
     let mut out = ReaderOut {
         attributor: Attributor::new(max_segments),
+        watch,
         pages: 0,
         events: 0,
         missed_pages: BTreeMap::new(),
@@ -503,6 +554,9 @@ fn read_loop(
                 }
                 for ev in &page.events {
                     if let Some(d) = decoder.decode(ev.ts, ev.data) {
+                        if let Some(w) = out.watch.as_mut() {
+                            w.feed(cpu, &d);
+                        }
                         out.attributor.feed(cpu, &d);
                         out.events += 1;
                     }
@@ -625,6 +679,8 @@ pub struct Trace {
     /// started (RT throttling: runtime < period).
     pub rt_runtime_us: Option<i64>,
     pub rt_period_us: Option<i64>,
+    /// The watched threads' scheduler events (`Options::watch`).
+    pub watch: Option<WatchLog>,
 }
 
 /// The rest of an interval that holds events (time the trace charges to
@@ -796,6 +852,31 @@ impl Trace {
             .collect();
         self.attributor
             .window_own(cpu, start, end, self_tids, &own, &self.symbols)
+    }
+
+    /// [`Trace::split`] of a watched thread's wait after its wake-up at
+    /// `woken` (time, the waker's CPU): when it was woken on `cpu`, the
+    /// rest of the context that woke it is the wake-up's own path, kept
+    /// apart from the sources that delayed it.
+    pub fn split_woken(
+        &self,
+        cpu: u32,
+        start: u64,
+        end: u64,
+        self_tids: &[i32],
+        woken: Option<(u64, u32)>,
+    ) -> WindowSplit {
+        let waker = woken
+            .filter(|&(_, c)| c == cpu)
+            .and_then(|(t, _)| self.attributor.instance_at(cpu, t));
+        let own: Vec<i32> = self
+            .own_threads
+            .keys()
+            .copied()
+            .filter(|t| !self_tids.contains(t))
+            .collect();
+        self.attributor
+            .window_woken(cpu, start, end, self_tids, &own, &self.symbols, waker)
     }
 
     /// Splits every stolen interval of one probe (absolute windows from
@@ -1254,6 +1335,7 @@ mod tests {
             own_threads: BTreeMap::new(),
             rt_runtime_us: None,
             rt_period_us: None,
+            watch: None,
         }
     }
 

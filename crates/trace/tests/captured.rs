@@ -146,11 +146,15 @@ fn binary_lines() -> (Vec<(u32, u64, String, String)>, u64) {
                     Event::Wakeup { pid, comm, .. } => {
                         ("sched_wakeup".into(), format!("{comm}/{pid}"))
                     }
+                    Event::Waking { pid, comm, .. } => {
+                        ("sched_waking".into(), format!("{comm}/{pid}"))
+                    }
                     Event::WorkStart { .. } => ("workqueue_execute_start".into(), String::new()),
                     Event::WorkEnd { .. } => ("workqueue_execute_end".into(), String::new()),
                     Event::Nmi { .. } => ("nmi_handler".into(), String::new()),
                     // Not in this capture (recorded since).
                     Event::PageFault => ("page_fault".into(), String::new()),
+                    Event::SysExit => ("sys_exit".into(), String::new()),
                 };
                 // The text rounds to the nearest microsecond (ns2usecs).
                 out.push((cpu, (d.ts + 500) / 1000, name, key));

@@ -14,3 +14,4 @@ pub mod simulate;
 pub mod sysinfo;
 pub mod timer;
 pub mod validate;
+pub mod watch;

@@ -3,9 +3,9 @@
 
 use assert_cmd::Command;
 
-const VERBS: [&str; 13] = [
+const VERBS: [&str; 14] = [
     "check", "timer", "noise", "sysinfo", "simulate", "forecast", "load", "cause", "advise",
-    "reserve", "validate", "monitor", "report",
+    "reserve", "validate", "monitor", "report", "watch",
 ];
 
 fn help(verb: &str) -> String {

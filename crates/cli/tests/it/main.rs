@@ -23,3 +23,4 @@ mod restore;
 mod simso;
 mod simulate;
 mod simulate_from;
+mod watch;

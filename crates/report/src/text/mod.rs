@@ -11,6 +11,7 @@ pub mod probe;
 pub mod reserve;
 pub mod validate;
 pub mod verdict;
+pub mod watch;
 
 use punctual_record::Record;
 
@@ -19,7 +20,7 @@ use crate::ReportError;
 /// What the verb that made `rec` printed: its standard output followed by
 /// the warnings block it printed on standard error (`timer`, `noise`).
 /// Records of the probe verbs (`timer`, `noise`, `cause`), `sysinfo`,
-/// `load` and `reserve` are rendered; others are refused with one sentence.
+/// `load`, `reserve` and `watch` are rendered; others are refused with one sentence.
 pub fn render(rec: &Record) -> Result<String, ReportError> {
     let (mut out, warnings) = render_split(rec)?;
     out.push_str(&warnings);
@@ -55,13 +56,18 @@ pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
             warnings.push_str(&probe::warnings_block(rec));
         }
         "load" => out.push_str(&load::reports(&rec.load)),
+        "watch" => {
+            let (o, w) = watch::render(rec, 5);
+            out.push_str(&o);
+            warnings.push_str(&w);
+        }
         "reserve" => {
             out.push_str(&reserve::summary(rec));
             out.push_str(&load::load_lines(rec));
         }
         other => {
             return Err(ReportError::Input(format!(
-                "--format text renders records of timer, noise, cause, sysinfo, load and reserve; this one is of '{other}'"
+                "--format text renders records of timer, noise, cause, sysinfo, load, reserve and watch; this one is of '{other}'"
             )))
         }
     }

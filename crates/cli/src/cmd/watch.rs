@@ -1,0 +1,89 @@
+//! `punctual watch`: what a running application's threads see — wake-up
+//! latency, stolen time by source, period, deadline misses, the offenders
+//! behind the slowest wake-ups — from the scheduler's events, with no
+//! change to the application. The work is `punctual_measure::watch` over
+//! `punctual_trace::watch`; the text is `punctual_report::text::watch`.
+
+use std::path::PathBuf;
+
+use punctual_measure::watch::{self, WatchRequest};
+use punctual_units::Nanos;
+
+use crate::error::{CliError, CliResult};
+use crate::opts;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  punctual watch --pid $(pidof pipewire) --duration 30s
+  punctual watch --pid 4242 --tid 4250 --period 1ms --json w.json
+  punctual watch --pid 4242 --stop-at 500us --duration 10m
+`punctual forecast w.json` and `punctual advise w.json` read its record as a probe's.
+How it works and what it costs: docs/workflows.md")]
+pub struct Args {
+    /// The process to watch (every thread, unless --tid names some).
+    #[arg(long, value_name = "PID", allow_negative_numbers = true)]
+    pub pid: i32,
+    /// Watch only this thread of the process (repeatable).
+    #[arg(long = "tid", value_name = "TID", allow_negative_numbers = true)]
+    pub tids: Vec<i32>,
+    /// The threads' period, to judge deadline misses by (default: the
+    /// period detected from each thread's wake-ups, when it has one).
+    #[arg(long, value_name = "T", value_parser = opts::positive_duration)]
+    pub period: Option<Nanos>,
+    #[arg(long, default_value = "10s", value_parser = opts::positive_duration)]
+    pub duration: Nanos,
+    /// End the run at the first wake-up later than this (the record keeps
+    /// that wake-up and its causes).
+    #[arg(long, value_name = "D", value_parser = opts::positive_duration)]
+    pub stop_at: Option<Nanos>,
+    /// Write the record here (`-`: standard output).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Trace ring size per CPU in KiB.
+    #[arg(long, default_value_t = 8192)]
+    pub buffer_kb: u32,
+    /// Slowest wake-ups per thread kept in the record, broken down.
+    #[arg(long, default_value_t = 20)]
+    pub max_spikes: usize,
+    /// Rows in each thread's offenders table.
+    #[arg(long, default_value_t = 5)]
+    pub top: usize,
+}
+
+pub fn run(args: Args) -> CliResult {
+    if args.buffer_kb < 64 || args.buffer_kb > 1 << 20 {
+        return Err(CliError::usage(format!(
+            "--buffer-kb {} is out of range (64 to 1048576)",
+            args.buffer_kb
+        )));
+    }
+    opts::check_max_spikes(args.max_spikes)?;
+    opts::check_output("--json", &args.json)?;
+    let target = watch::target(args.pid, &args.tids)?;
+    let req = WatchRequest {
+        pid: args.pid,
+        tids: args.tids.clone(),
+        period: args.period,
+        duration: args.duration,
+        stop_at: args.stop_at,
+        buffer_kb: args.buffer_kb,
+        max_spikes: args.max_spikes,
+    };
+    eprintln!(
+        "watching {} ({}), {} thread(s), for {}; Ctrl-C stops and keeps the results",
+        target.pid,
+        target.command,
+        target.threads.len(),
+        args.duration
+    );
+    let mut rec = punctual_measure::session::new_record(
+        "watch",
+        punctual_live::sysinfo::collect(),
+        crate::output::rfc3339_now(),
+    );
+    watch::run(&mut rec, &req, &target, crate::interrupt::stop_flag())?;
+    let (text, warnings) = punctual_report::text::watch::render(&rec, args.top);
+    print!("{text}");
+    eprint!("{warnings}");
+    crate::output::write_json(&rec, &args.json)
+}
