@@ -158,8 +158,17 @@ pub fn run(a: Args) -> CliResult {
     let stop = crate::interrupt::stop_flag();
     let probes_stop = Arc::new(AtomicBool::new(false));
 
+    let mut held = punctual_live::cstate::CStateHold::hold(
+        punctual_live::cstate::CStateRequest {
+            dma_latency_us: a.dma_latency.0,
+            deepest_idle_state: a.deepest_idle_state,
+        },
+        &cpus,
+    );
+    // One line, the first: whoever starts the monitor may read just it (the
+    // address) and close the pipe.
     eprintln!(
-        "monitor: CPUs {} at {} Hz{}{}{}",
+        "monitor: CPUs {} at {} Hz{}{}{}, {}",
         opts::format_cpus(&cpus),
         a.rate,
         listener
@@ -175,8 +184,12 @@ pub fn run(a: Args) -> CliResult {
             (Some(p), true) => format!(", state {} restored (restart {restarts})", p.display()),
             (Some(p), false) => format!(", new state {}", p.display()),
             _ => String::new(),
-        }
+        },
+        punctual_report::text::probe::c_states_text(&held.config()).trim_end()
     );
+    for w in held.warnings() {
+        eprintln!("monitor: warning: {w}");
+    }
     if let Some(l) = &listener {
         if let Ok(ad) = l.local_addr() {
             if !ad.ip().is_loopback() {
@@ -185,20 +198,6 @@ pub fn run(a: Args) -> CliResult {
         }
     }
 
-    let mut held = punctual_live::cstate::CStateHold::hold(
-        punctual_live::cstate::CStateRequest {
-            dma_latency_us: a.dma_latency.0,
-            deepest_idle_state: a.deepest_idle_state,
-        },
-        &cpus,
-    );
-    eprint!(
-        "monitor: {}",
-        punctual_report::text::probe::c_states_text(&held.config())
-    );
-    for w in held.warnings() {
-        eprintln!("monitor: warning: {w}");
-    }
     let period = Nanos(1_000_000_000 / a.rate as u64);
     let mut threads = Vec::new();
     for &cpu in &cpus {
