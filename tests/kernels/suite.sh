@@ -211,15 +211,21 @@ t_monitor() {
 }
 check monitor t_monitor
 
-# The partition of a running `reserve --cpu`: its cgroup and what its
-# cpuset.cpus.partition and cpuset.cpus.effective read, once it exists.
-partition_state() { # OUTFILE
-  local cg=
-  for _ in $(seq 100); do
+# The partition of a running `reserve --cpu` (process PID): its cgroup
+# and what its cpuset.cpus.partition and cpuset.cpus.effective read, once
+# it is a partition root, or as last seen when PID exits first (under TCG
+# the run's setup alone can take tens of seconds).
+partition_state() { # OUTFILE PID
+  local cg= seen=
+  while kill -0 "$2" 2>/dev/null; do
     cg=$(find /sys/fs/cgroup -mindepth 1 -maxdepth 1 -type d -name 'punctual-rt-*' | head -1)
-    [ -n "$cg" ] && [ "$(cat "$cg/cpuset.cpus.partition" 2>/dev/null)" = root ] && break
-    sleep 0.1
+    if [ -n "$cg" ]; then
+      seen=$cg
+      [ "$(cat "$cg/cpuset.cpus.partition" 2>/dev/null)" = root ] && break
+    fi
+    sleep 0.05
   done
+  cg=${cg:-$seen}
   {
     echo "cgroup ${cg:-none}"
     [ -z "$cg" ] || echo "partition $(cat "$cg/cpuset.cpus.partition" 2>/dev/null)"
@@ -239,7 +245,7 @@ t_reserve() {
   $P reserve --budget 2ms --period 10ms --cpu $CPU --duration 2s --test-app --json "$work/res.json" \
     >"$work/res.txt" 2>&1 &
   local pid=$!
-  partition_state "$work/res.part"
+  partition_state "$work/res.part" $pid
   wait $pid
   cat "$work/res.txt"
   assert_grep "^partition root$" "$work/res.part" "the run's cgroup was a v2 partition root"
@@ -274,7 +280,7 @@ t_reserve_kill() {
   $P reserve --budget 2ms --period 10ms --cpu $CPU --duration 30s --test-app &
   local pid=$!
   # Wait until the partition exists, then kill without warning.
-  partition_state "$work/kill.part"
+  partition_state "$work/kill.part" $pid
   kill -KILL $pid
   wait $pid || true
   assert_grep "^partition root$" "$work/kill.part" "the killed run's cgroup was a v2 partition root"
