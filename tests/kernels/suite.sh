@@ -212,25 +212,23 @@ t_monitor() {
 check monitor t_monitor
 
 # The partition of a running `reserve --cpu` (process PID): its cgroup
-# and what its cpuset.cpus.partition and cpuset.cpus.effective read, once
-# it is a partition root, or as last seen when PID exits first (under TCG
-# the run's setup alone can take tens of seconds).
+# and what its cpuset.cpus.partition and cpuset.cpus.effective read, both
+# from one look at a partition root, or as last seen when PID exits first
+# (under TCG the run's setup alone can take tens of seconds; the cgroup
+# can go between two reads as the run ends).
 partition_state() { # OUTFILE PID
-  local cg= seen=
+  local cg= part= eff= seen="cgroup none"
   while kill -0 "$2" 2>/dev/null; do
     cg=$(find /sys/fs/cgroup -mindepth 1 -maxdepth 1 -type d -name 'punctual-rt-*' | head -1)
     if [ -n "$cg" ]; then
-      seen=$cg
-      [ "$(cat "$cg/cpuset.cpus.partition" 2>/dev/null)" = root ] && break
+      part=$(cat "$cg/cpuset.cpus.partition" 2>/dev/null) || part=
+      eff=$(cat "$cg/cpuset.cpus.effective" 2>/dev/null) || eff=
+      seen=$(printf 'cgroup %s\npartition %s\neffective %s' "$cg" "$part" "$eff")
+      [ "$part" = root ] && [ -n "$eff" ] && break
     fi
     sleep 0.05
   done
-  cg=${cg:-$seen}
-  {
-    echo "cgroup ${cg:-none}"
-    [ -z "$cg" ] || echo "partition $(cat "$cg/cpuset.cpus.partition" 2>/dev/null)"
-    [ -z "$cg" ] || echo "effective $(cat "$cg/cpuset.cpus.effective" 2>/dev/null)"
-  } >"$1"
+  echo "$seen" >"$1"
   cat "$1"
 }
 # reserve's own warnings: a setting it could not restore, or deadline
