@@ -400,15 +400,22 @@ fn meets(r: &Mttf, target_s: f64) -> bool {
 /// More buffers never shorten the MTTF (more slack, same wake-ups), so a
 /// bisection finds it with a handful of queue evaluations.
 pub fn least_buffers(m: &TailModel, base: &Buffering, target_s: f64, max_n: u32) -> Option<Mttf> {
+    least_buffers_by(base, target_s, max_n, |b| mttf(m, b).ok())
+}
+
+/// As [`least_buffers`], with the MTTF of each buffering from `mttf_of`
+/// (a caller that keeps the forecasts it already made).
+pub fn least_buffers_by(
+    base: &Buffering,
+    target_s: f64,
+    max_n: u32,
+    mttf_of: impl Fn(&Buffering) -> Option<Mttf>,
+) -> Option<Mttf> {
     let at = |n: u32| {
-        mttf(
-            m,
-            &Buffering {
-                buffers: n,
-                ..*base
-            },
-        )
-        .ok()
+        mttf_of(&Buffering {
+            buffers: n,
+            ..*base
+        })
     };
     let ok = |n: u64| at(n as u32).is_some_and(|r| meets(&r, target_s));
     if max_n < 1 || !ok(u64::from(max_n)) {

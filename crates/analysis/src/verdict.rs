@@ -6,7 +6,9 @@ use punctual_record::{Metric, Record, VerdictBasis, VerdictEntry, VerdictState};
 use punctual_units::Nanos;
 use serde::Serialize;
 
-use crate::buffer::{least_buffers, mttf, Buffering, Mttf};
+use std::cell::RefCell;
+
+use crate::buffer::{least_buffers_by, mttf, Buffering, Mttf};
 use crate::forecast::{GapStalls, TailModel};
 pub use crate::model::human_secs;
 use crate::profiles::Profile;
@@ -223,20 +225,59 @@ pub fn verdicts_for(models: &[TailModel], profiles: &[Profile]) -> Vec<Verdict> 
     if lat.is_empty() {
         return Vec::new();
     }
+    let f = Forecasts::new(&lat);
     profiles
         .iter()
-        .filter_map(|p| verdict_one(&lat, profiles, p))
+        .filter_map(|p| verdict_one(&f, profiles, p))
         .collect()
 }
 
-fn worst<'a>(models: &'a [TailModel], b: &Buffering) -> Option<(&'a TailModel, Mttf)> {
-    models
-        .iter()
-        .filter_map(|m| mttf(m, b).ok().map(|r| (m, r)))
-        .min_by(|a, b| {
-            let k = |r: &Mttf| r.mttf_seconds.unwrap_or(f64::INFINITY);
-            k(&a.1).total_cmp(&k(&b.1))
-        })
+/// The series' MTTFs, each (series, buffering) forecast once. The
+/// profiles' fixes and sizing searches ask again about bufferings
+/// other profiles (or the same search) already forecast, and each
+/// forecast runs the queue chain, whose cost grows with the square of
+/// the buffering's cells: with long stalls, repeats were most of a
+/// check's CPU time.
+struct Forecasts<'a> {
+    models: &'a [TailModel],
+    /// (series index, buffering, its MTTF or None when it has none).
+    seen: RefCell<Vec<(usize, Buffering, Option<Mttf>)>>,
+}
+
+impl<'a> Forecasts<'a> {
+    fn new(models: &'a [TailModel]) -> Self {
+        Forecasts {
+            models,
+            seen: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn mttf(&self, i: usize, b: &Buffering) -> Option<Mttf> {
+        if let Some((_, _, r)) = self
+            .seen
+            .borrow()
+            .iter()
+            .find(|(j, c, _)| *j == i && c == b)
+        {
+            return r.clone();
+        }
+        let r = mttf(&self.models[i], b).ok();
+        self.seen.borrow_mut().push((i, *b, r.clone()));
+        r
+    }
+
+    fn all(&self, b: &Buffering) -> Vec<(&'a TailModel, Mttf)> {
+        (0..self.models.len())
+            .filter_map(|i| self.mttf(i, b).map(|r| (&self.models[i], r)))
+            .collect()
+    }
+}
+
+fn worst<'a>(models: &Forecasts<'a>, b: &Buffering) -> Option<(&'a TailModel, Mttf)> {
+    models.all(b).into_iter().min_by(|a, b| {
+        let k = |r: &Mttf| r.mttf_seconds.unwrap_or(f64::INFINITY);
+        k(&a.1).total_cmp(&k(&b.1))
+    })
 }
 
 fn meets(r: &Mttf, target_s: f64) -> bool {
@@ -253,13 +294,13 @@ fn state_of_mttf(r: &Mttf, target_s: f64) -> VerdictState {
 /// interval); only when every series meets the target does the machine
 /// (then the shortest MTTF is shown).
 fn deciding<'a>(
-    models: &'a [TailModel],
+    models: &Forecasts<'a>,
     b: &Buffering,
     target_s: f64,
 ) -> Option<(&'a TailModel, Mttf, VerdictState)> {
     let all: Vec<(&TailModel, Mttf, VerdictState)> = models
-        .iter()
-        .filter_map(|m| mttf(m, b).ok().map(|r| (m, r)))
+        .all(b)
+        .into_iter()
         .map(|(m, r)| {
             let st = state_of_mttf(&r, target_s);
             (m, r, st)
@@ -292,7 +333,7 @@ pub fn ci_text(lo: Option<f64>, hi: Option<f64>) -> String {
     )
 }
 
-fn verdict_one(models: &[TailModel], all: &[Profile], p: &Profile) -> Option<Verdict> {
+fn verdict_one(models: &Forecasts, all: &[Profile], p: &Profile) -> Option<Verdict> {
     let target_s = p.target.as_secs_f64();
     let (m, r, state) = deciding(models, &p.buffering, target_s)?;
     let margin = r.mttf_seconds.map(|s| s / target_s);
@@ -365,7 +406,7 @@ fn verdict_one(models: &[TailModel], all: &[Profile], p: &Profile) -> Option<Ver
 /// would give: first a profile of the same family with more latency
 /// tolerance whose point MTTF meets the target, then more buffers of the
 /// same length.
-fn fix_for(models: &[TailModel], all: &[Profile], p: &Profile, target_s: f64) -> String {
+fn fix_for(models: &Forecasts, all: &[Profile], p: &Profile, target_s: f64) -> String {
     if let Some(fam) = &p.family {
         let mut cands: Vec<&Profile> = all
             .iter()
@@ -384,9 +425,11 @@ fn fix_for(models: &[TailModel], all: &[Profile], p: &Profile, target_s: f64) ->
         }
     }
     let max_n = (p.buffering.buffers * 4).max(64);
-    let best = models
-        .iter()
-        .map(|m| least_buffers(m, &p.buffering, target_s, max_n).map(|r| r.buffering.buffers))
+    let best = (0..models.models.len())
+        .map(|i| {
+            least_buffers_by(&p.buffering, target_s, max_n, |b| models.mttf(i, b))
+                .map(|r| r.buffering.buffers)
+        })
         .try_fold(0u32, |acc, n| n.map(|n| acc.max(n)));
     match best {
         Some(n) if n > p.buffering.buffers => {

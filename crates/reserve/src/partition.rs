@@ -224,8 +224,8 @@ pub fn create_in(
                 ));
             }
             let cpu = cpus[0];
-            let all =
-                parse_cpu_list(&read(&root.join("cpuset.cpus.effective"))?).unwrap_or_default();
+            let online = punctual_live::sysinfo::online_cpus();
+            let all = offered_v2(root, cpu, &online, OFFER_WAIT)?;
             check_cpu(cpu, &all)?;
             let sub = root.join("cgroup.subtree_control");
             if !read(&sub)?.split_whitespace().any(|w| w == "cpuset") {
@@ -270,6 +270,32 @@ pub fn rebuild_root_domains(journal: &mut Journal, cpu: u32) -> Result<(), Reser
             "could not take down the partition made to rebuild the root domains: {}",
             errors.join("; ")
         )))
+    }
+}
+
+/// How long an online CPU the v2 root does not offer is waited for.
+const OFFER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The CPUs the v2 root offers a partition (`cpuset.cpus.effective`),
+/// waiting up to `wait` for `cpu` when it is online but not offered. A
+/// partition just taken down (this run's, before the root-domain repair
+/// makes another; a killed run's, by `--cleanup`) gives its CPUs back only
+/// when the kernel takes its cgroup offline, after the rmdir has
+/// returned: in a PREEMPT_RT guest under QEMU the root read `0` then, and
+/// the repair was refused.
+fn offered_v2(
+    root: &Path,
+    cpu: u32,
+    online: &[u32],
+    wait: std::time::Duration,
+) -> Result<Vec<u32>, ReserveError> {
+    let end = std::time::Instant::now() + wait;
+    loop {
+        let all = parse_cpu_list(&read(&root.join("cpuset.cpus.effective"))?).unwrap_or_default();
+        if all.contains(&cpu) || !online.contains(&cpu) || std::time::Instant::now() >= end {
+            return Ok(all);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -333,6 +359,30 @@ mod tests {
         assert!(check_cpu(0, &[0]).is_err());
         assert!(check_cpu(1, &[0, 1]).is_ok());
     }
+    #[test]
+    fn a_cpu_given_back_late_is_waited_for_and_an_offline_one_is_not() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path().to_path_buf();
+        fs::write(r.join("cpuset.cpus.effective"), "0\n").unwrap();
+        let back = {
+            let r = r.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                fs::write(r.join("cpuset.cpus.effective"), "0-1\n").unwrap();
+            })
+        };
+        let wait = std::time::Duration::from_secs(5);
+        assert_eq!(offered_v2(&r, 1, &[0, 1], wait).unwrap(), vec![0, 1]);
+        back.join().unwrap();
+        fs::write(r.join("cpuset.cpus.effective"), "0\n").unwrap();
+        let t0 = std::time::Instant::now();
+        assert_eq!(offered_v2(&r, 7, &[0, 1], wait).unwrap(), vec![0]);
+        assert!(
+            t0.elapsed() < wait,
+            "a CPU that is not online is refused at once"
+        );
+    }
+
     /// The cgroup v2 path against a fake hierarchy in a tempdir: what is
     /// written, what is journaled, and the restore. Regular files stand in
     /// for the kernel's, so this checks punctual's side only; the kernel's
