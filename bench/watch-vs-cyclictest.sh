@@ -25,7 +25,7 @@
 # must name it first behind cyclictest's slowest wake-ups.
 #
 # usage: bench/watch-vs-cyclictest.sh [ROUNDS=3] [SECONDS=10] [CPU=1]
-# Run quoted figures under: flock /tmp/punctual-live.lock bench/watch-vs-cyclictest.sh
+# Run it on an otherwise idle machine: other work on the CPU moves both tools' figures.
 set -euo pipefail
 ROUNDS=${1:-3}; SECS=${2:-10}; CPU=${3:-1}
 cd "$(dirname "$0")/.."
