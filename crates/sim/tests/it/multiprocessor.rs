@@ -4,30 +4,12 @@
 //! SimSo on generated sets is `bench/simso/compare_mp.sh` and the CLI test
 //! `simso_multiprocessor`.
 
-use punctual_sim::{run_text, to_record, RunOptions, ScenarioError};
+use punctual_sim::{run_text, to_record, RunOptions};
+
+use crate::common::{assert_at, refuse};
 
 fn run(text: &str) -> (punctual_sim::Scenario, punctual_sim::Outcome) {
     run_text("t.toml", text, &[], &RunOptions::default()).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn refuse(text: &str) -> ScenarioError {
-    match run_text("t.toml", text, &[], &RunOptions::default()) {
-        Ok(_) => panic!("accepted:\n{text}"),
-        Err(e) => e,
-    }
-}
-
-/// The (line, column) of the first occurrence of `needle` in `text`.
-fn at(text: &str, needle: &str) -> (usize, usize) {
-    let off = text.find(needle).expect("needle");
-    let line = text[..off].matches('\n').count() + 1;
-    let col = off - text[..off].rfind('\n').map_or(0, |p| p + 1) + 1;
-    (line, col)
-}
-
-fn assert_at(e: &ScenarioError, text: &str, needle: &str) {
-    assert_eq!((e.line, e.column), at(text, needle), "{e}");
-    assert!(e.to_string().starts_with("t.toml:"), "{e}");
 }
 
 fn task(o: &punctual_sim::Outcome, name: &str) -> (usize, punctual_sim::outcome::TaskStats) {
