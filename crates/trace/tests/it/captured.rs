@@ -7,9 +7,11 @@
 use std::path::Path;
 
 use punctual_trace::attribute::Attributor;
-use punctual_trace::event::{load_formats, Decoder, Event};
+use punctual_trace::event::{Decoder, Event};
 use punctual_trace::format::{HeaderEvent, HeaderPage};
 use punctual_trace::ring::parse_pages;
+
+use crate::common::captured_decoder;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
 
@@ -32,14 +34,7 @@ const EVENTS: &[&str] = &[
 ];
 
 fn setup() -> (HeaderPage, HeaderEvent, Decoder) {
-    let dir = Path::new(DATA).join("events");
-    let hp = HeaderPage::parse(&std::fs::read_to_string(dir.join("header_page")).unwrap()).unwrap();
-    let he =
-        HeaderEvent::parse(&std::fs::read_to_string(dir.join("header_event")).unwrap()).unwrap();
-    let names: Vec<String> = EVENTS.iter().map(|s| s.to_string()).collect();
-    let formats = load_formats(&dir, &names);
-    assert_eq!(formats.len(), EVENTS.len());
-    (hp, he, Decoder::new(&formats).unwrap())
+    captured_decoder(&Path::new(DATA).join("events"), EVENTS)
 }
 
 /// (cpu, µs timestamp, event name, key field) as the text shows them.

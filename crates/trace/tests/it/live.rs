@@ -15,7 +15,7 @@
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use punctual_live::inject::{NeighborConfig, NoisyNeighbor};
 use punctual_live::noise::{run_logging_gaps, NoiseConfig};
@@ -24,8 +24,7 @@ use punctual_live::timer::Progress;
 use punctual_record::{Nanos, Platform, Record, Source};
 use punctual_trace::recorder::{FlightRecorder, Options, ProbeGaps, ProbeThread, Trace};
 
-/// The tests share tracefs and CPU 1; run them one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+use crate::common::live;
 
 const CPU: u32 = 1;
 
@@ -295,7 +294,7 @@ fn quiet_intervals(
 
 #[test]
 fn noisy_neighbor_is_the_top_source_with_its_true_total() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _live = live();
     if let Err(e) = can_trace() {
         eprintln!("skipped: {e}");
         return;
@@ -475,7 +474,7 @@ fn disk_virtio() -> Option<String> {
 
 #[test]
 fn disk_reads_show_as_the_disk_irq_and_block_softirq() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _live = live();
     if let Err(e) = can_trace() {
         eprintln!("skipped: {e}");
         return;

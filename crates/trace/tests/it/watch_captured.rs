@@ -12,11 +12,11 @@ use std::path::Path;
 
 use punctual_record::{Metric, Platform, Record, Source};
 use punctual_trace::attribute::{Attributor, Symbols};
-use punctual_trace::event::{load_formats, Decoder};
-use punctual_trace::format::{HeaderEvent, HeaderPage};
 use punctual_trace::recorder::Trace;
 use punctual_trace::ring::parse_pages;
 use punctual_trace::watch::{activations, WatchLog, WatchSpec};
+
+use crate::common::captured_decoder;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/watch");
 
@@ -39,14 +39,7 @@ fn tid() -> i32 {
 /// The captured pages fed to the attribution and a watch log, as the
 /// recorder's reader does.
 fn replay() -> Trace {
-    let dir = Path::new(DATA).join("events");
-    let hp = HeaderPage::parse(&std::fs::read_to_string(dir.join("header_page")).unwrap()).unwrap();
-    let he =
-        HeaderEvent::parse(&std::fs::read_to_string(dir.join("header_event")).unwrap()).unwrap();
-    let names: Vec<String> = EVENTS.iter().map(|s| s.to_string()).collect();
-    let formats = load_formats(&dir, &names);
-    assert_eq!(formats.len(), EVENTS.len());
-    let dec = Decoder::new(&formats).unwrap();
+    let (hp, he, dec) = captured_decoder(&Path::new(DATA).join("events"), EVENTS);
     let mut a = Attributor::new(1_000_000);
     let mut log = WatchLog::new(&[tid()], false, None);
     let (mut first, mut last) = (u64::MAX, 0);
@@ -75,7 +68,7 @@ fn replay() -> Trace {
         pages: 0,
         events: 0,
         malformed: 0,
-        enabled: names,
+        enabled: EVENTS.iter().map(|s| s.to_string()).collect(),
         missing: Vec::new(),
         buffer_kb: 512,
         cleanup_problem: None,
