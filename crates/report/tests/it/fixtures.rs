@@ -5,14 +5,14 @@
 //! The committed JSON must equal what this code builds: a change to the
 //! record format or to the builder fails here instead of silently changing
 //! every report test. `PUNCTUAL_BLESS=1 cargo test -p punctual-report
-//! --test fixtures` rewrites them after a deliberate change.
-
-use std::path::PathBuf;
+//! --test it fixtures::` rewrites them after a deliberate change.
 
 use punctual_record::{
     IdleState, KernelView, Metric, Nanos, Period, PeriodSummary, Platform, Record, Recorder,
     Source, SourceShare, Spike, Stolen, Timeline, Warning,
 };
+
+use crate::common::fixtures_dir;
 
 /// A 15-character comm, as the kernel truncates `<img src=x onerror=alert(1)>`.
 pub const EVIL_COMM: &str = "<img src=x oner";
@@ -259,10 +259,6 @@ fn reserve_record() -> Record {
     r
 }
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
 #[test]
 fn fixtures_match_their_builder() {
     let bless = std::env::var_os("PUNCTUAL_BLESS").is_some();
@@ -277,10 +273,10 @@ fn fixtures_match_their_builder() {
         ),
         ("reserve-sim.json", reserve_record()),
     ] {
-        let path = dir().join(name);
+        let path = fixtures_dir().join(name);
         let want = rec.to_json_pretty() + "\n";
         if bless {
-            std::fs::create_dir_all(dir()).unwrap();
+            std::fs::create_dir_all(fixtures_dir()).unwrap();
             std::fs::write(&path, &want).unwrap();
             continue;
         }

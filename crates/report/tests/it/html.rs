@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use punctual_record::Record;
 use punctual_report::{html, merge, Input};
 
+use crate::common::fixtures_dir;
+
 fn fixture(name: &str) -> Input {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
+    let p = fixtures_dir().join(name);
     let label = name.trim_end_matches(".json").to_string();
     Input::new(label, Record::read(&p).unwrap())
 }
