@@ -214,19 +214,23 @@ check monitor t_monitor
 # The partition of a running `reserve --cpu` (process PID): its cgroup
 # and what its cpuset.cpus.partition and cpuset.cpus.effective read, from
 # the first look at a partition root, or as last seen when PID exits first
-# (under TCG the run's setup alone can take tens of seconds). The CPUs are
-# printed, not asserted: in the rt guest a look taken as the run ended
-# read `root` with no CPUs.
+# (under TCG the run's setup alone can take tens of seconds). A look counts
+# only when both files were read: at its end the run removes its cgroup
+# (and makes and removes another of the same name to rebuild the root
+# domains), and a look whose second read comes after that rmdir finds the
+# file gone; with `cat ... || eff=` such a look read as `root` with no
+# CPUs. The reads are shell builtins, microseconds apart, where a find and
+# two cats from the 9p root could take seconds under TCG.
 partition_state() { # OUTFILE PID
-  local cg= part= eff= seen="cgroup none"
+  local cg part eff seen="cgroup none"
   while kill -0 "$2" 2>/dev/null; do
-    cg=$(find /sys/fs/cgroup -mindepth 1 -maxdepth 1 -type d -name 'punctual-rt-*' | head -1)
-    if [ -n "$cg" ]; then
-      part=$(cat "$cg/cpuset.cpus.partition" 2>/dev/null) || part=
-      eff=$(cat "$cg/cpuset.cpus.effective" 2>/dev/null) || eff=
+    for cg in /sys/fs/cgroup/punctual-rt-*; do
+      [ -d "$cg" ] || continue
+      read -r part 2>/dev/null <"$cg/cpuset.cpus.partition" || continue
+      read -r eff 2>/dev/null <"$cg/cpuset.cpus.effective" || continue
       seen=$(printf 'cgroup %s\npartition %s\neffective %s' "$cg" "$part" "$eff")
-      [ "$part" = root ] && break
-    fi
+      [ "$part" = root ] && break 2
+    done
     sleep 0.05
   done
   echo "$seen" >"$1"
@@ -248,6 +252,7 @@ t_reserve() {
   wait $pid
   cat "$work/res.txt"
   assert_grep "^partition root$" "$work/res.part" "the run's cgroup was a v2 partition root"
+  assert_grep "^effective $CPU$" "$work/res.part" "the partition held CPU $CPU alone"
   assert_json "$work/res.json" '.kind != null' "reserve wrote a record"
   assert_no_reserve_warning "$work/res.txt" reserve
   same_as_before reserve
@@ -282,6 +287,7 @@ t_reserve_kill() {
   kill -KILL $pid
   wait $pid || true
   assert_grep "^partition root$" "$work/kill.part" "the killed run's cgroup was a v2 partition root"
+  assert_grep "^effective $CPU$" "$work/kill.part" "the killed run's partition held CPU $CPU alone"
   $P reserve --cleanup 2>&1 | tee "$work/cleanup.txt"
   test "${PIPESTATUS[0]}" = 0
   same_as_before "reserve after SIGKILL and --cleanup"
