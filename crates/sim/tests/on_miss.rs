@@ -168,3 +168,26 @@ fn bad_or_unsupported_on_miss_is_refused_where_it_stands() {
     assert_eq!((e.line, e.column), (2, 11), "{e}");
     assert!(e.to_string().contains("critical section"), "{e}");
 }
+
+#[test]
+fn partitioned_placement_aborts_on_each_cpu() {
+    // Two tasks of 1.2 ms every 2 ms with a 1 ms deadline (utilization 0.6
+    // each, so first-fit puts them on separate CPUs). Alone on its CPU each
+    // job runs 1 ms and is dropped at its deadline: jobs released at 0, 2,
+    // 4, 6, 8 are dropped at 1, 3, 5, 7, 9.
+    let task = |n: &str| {
+        format!(
+            "[[task]]\nname = \"{n}\"\nkind = \"periodic\"\nclass = \"edf\"\nperiod = \"2ms\"\ndeadline = \"1ms\"\nexec = \"1.2ms\"\n"
+        )
+    };
+    let text = format!(
+        "[sim]\nduration = \"10ms\"\ncpus = 2\nmultiprocessor = \"partitioned\"\non_miss = \"abort\"\n{}{}",
+        task("a"),
+        task("b")
+    );
+    let o = run(&text);
+    for t in &o.tasks {
+        assert_eq!((t.jobs, t.deadline_misses, t.aborted), (0, 5, Some(5)));
+    }
+    assert_ne!(o.tasks[0].cpu, o.tasks[1].cpu);
+}
