@@ -41,6 +41,9 @@ def main():
         jobs = [j for j in task.jobs
                 if j.activation_date < cfg.duration]
         done = [j for j in jobs if j.end_date is not None and not j.aborted]
+        # SimSo aborts a job whose deadline is exactly t = duration; in
+        # punctual's half-open window that deadline is not yet reached.
+        at_end = [j for j in jobs if j.aborted and j.end_date >= cfg.duration]
         out[task.name] = {
             "releases": len(jobs),
             "jobs": len(done),
@@ -48,7 +51,7 @@ def main():
             # a miss too, as in punctual
             "deadline_misses": sum(1 for j in jobs if j.exceeded_deadline or (
                 j.end_date is None and j.absolute_deadline * cfg.cycles_per_ms
-                < cfg.duration)),
+                < cfg.duration)) - len(at_end),
             # SimSo's preemption_count also counts a job "preempted" and
             # resumed at the same instant when a release makes the
             # scheduler run but the running job keeps the CPU; the
@@ -56,7 +59,8 @@ def main():
             # which another job executed, which is what punctual counts.
             "preemptions_raw": sum(j.preemption_count for j in jobs),
             "preemptions": sum(j.preemption_inter_count for j in jobs),
-            "aborted": sum(1 for j in jobs if j.aborted),
+            "aborted": sum(1 for j in jobs if j.aborted) - len(at_end),
+            "aborted_at_end": len(at_end),
         }
     print(json.dumps({"wall_s": wall, "tasks": out}))
 

@@ -665,6 +665,11 @@ impl Sim {
                 t.backlog.clear();
             }
             t.active = false;
+            // The dropped job leaves the ready queue: a queued successor
+            // becomes ready now, behind the jobs already ready, as SimSo
+            // activates it, rather than keeping its task's old place.
+            let tid = t.tid;
+            self.cpus[c].sched.on_block(now, tid);
             if !self.job_over(i, c) && self.cpus[c].running == Some(i) {
                 self.cpus[c].seg_end = Nanos::MAX;
             }
