@@ -191,3 +191,21 @@ fn partitioned_placement_aborts_on_each_cpu() {
     }
     assert_ne!(o.tasks[0].cpu, o.tasks[1].cpu);
 }
+
+#[test]
+fn the_successor_of_a_dropped_job_is_ready_from_the_drop_on() {
+    // EDF. A: 5 ms every 4 ms; B: 1 ms every 8 ms from 4 ms, deadline 4 ms.
+    // A0 runs 0-4 and is dropped at 4. At 4, B0 (deadline 8) became ready
+    // before the drop; A1 (deadline 8 too) becomes ready at the drop,
+    // behind it: B0 runs 4-5, A1 from 5. So B completes its job with no
+    // latency and A1 starts 1 ms late. (Were A1 to keep A's place from 0,
+    // it would run 4-8 and B0 would not run before the end at 8.)
+    let text = "[sim]\nduration = \"8ms\"\non_miss = \"abort\"\n\
+                [[task]]\nname = \"a\"\nkind = \"periodic\"\nclass = \"edf\"\nperiod = \"4ms\"\nexec = \"5ms\"\n\
+                [[task]]\nname = \"b\"\nkind = \"periodic\"\nclass = \"edf\"\nperiod = \"8ms\"\nphase = \"4ms\"\n\
+                deadline = \"4ms\"\nexec = \"1ms\"\n";
+    let o = run(text);
+    let (a, b) = (&o.tasks[0], &o.tasks[1]);
+    assert_eq!((b.jobs, b.latency.max().0), (1, 0));
+    assert_eq!((a.aborted, a.latency.max().0), (Some(1), 1_000_000));
+}
