@@ -122,6 +122,23 @@ impl Sim {
         for (i, t) in f.task.iter().enumerate() {
             sim.build_task(&cx, i, t, &lock_names, &mut lock_cpu)?;
         }
+        if scn.abort_on_miss()? {
+            // Dropping a job inside its critical section would leave its
+            // lock held by nobody: refused rather than guessed at.
+            if let Some(t) = f.task.iter().find(|t| t.critical.is_some()) {
+                return Err(scn.error_at_key(
+                    &["sim", "on_miss"],
+                    format!(
+                        "sim.on_miss = \"abort\" cannot drop a job inside a critical section, and task '{}' has one",
+                        t.name.get_ref()
+                    ),
+                ));
+            }
+            sim.abort_on_miss = true;
+            for t in &mut sim.tasks {
+                t.stats.aborted = Some(0);
+            }
+        }
         sim.build_timers(&cx, &task_names)?;
         sim.check_timer_tasks(&cx)?;
         sim.build_noise(&cx)?;
@@ -211,6 +228,7 @@ impl Sim {
             },
             warnings: Vec::new(),
             clock_desc: String::new(),
+            abort_on_miss: false,
         })
     }
 
@@ -416,6 +434,7 @@ impl Sim {
                 deadline_misses: 0,
                 preemptions: 0,
                 backlog_lost: 0,
+                aborted: None,
                 reserved,
                 rez_kind,
                 need,

@@ -316,11 +316,29 @@ impl Cpu {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum EvKind {
-    Tick { cpu: u32, k: u64 },
-    TimerDue { timer: u32 },
-    Release { task: u32, nominal: Nanos },
-    Noise { idx: u32 },
-    Stream { idx: u32 },
+    Tick {
+        cpu: u32,
+        k: u64,
+    },
+    TimerDue {
+        timer: u32,
+    },
+    Release {
+        task: u32,
+        nominal: Nanos,
+    },
+    Noise {
+        idx: u32,
+    },
+    Stream {
+        idx: u32,
+    },
+    /// The deadline of task `task`'s job released at `nominal`, queued only
+    /// under `sim.on_miss = "abort"`.
+    Deadline {
+        task: u32,
+        nominal: Nanos,
+    },
 }
 
 /// Whose time a slice of CPU is: a noise source's handler or a task.
@@ -381,6 +399,8 @@ pub struct Sim {
     pub(crate) timeline: TimelineLog,
     pub(crate) warnings: Vec<String>,
     pub(crate) clock_desc: String,
+    /// `sim.on_miss = "abort"`: a job unfinished at its deadline is dropped.
+    pub(crate) abort_on_miss: bool,
 }
 
 /// Inlined: every job draws its execution time here, and the call and the
@@ -529,6 +549,9 @@ impl Sim {
                 Some(EvKind::TimerDue { timer }) => self.on_timer_due(timer as usize),
                 Some(EvKind::Noise { idx }) => self.on_noise(idx as usize),
                 Some(EvKind::Stream { idx }) => self.on_stream(idx as usize),
+                Some(EvKind::Deadline { task, nominal }) => {
+                    self.on_deadline(task as usize, nominal)
+                }
             }
             // Superseded wake-ups are no events: when only they would have
             // been left at this instant, the old heap popped them (doing
@@ -565,6 +588,7 @@ impl Sim {
     fn release(&mut self, i: usize, nominal: Nanos) {
         let c = self.tasks[i].cpu;
         self.cpu_sync(c);
+        self.queue_deadline(i, nominal);
         let t = &mut self.tasks[i];
         t.stats.releases += 1;
         if t.active {
@@ -585,6 +609,81 @@ impl Sim {
         // for zero time and displaced by the next, counting a preemption
         // (and a start) that never happened. SimSo and the kernel both
         // decide once per instant.
+        if self.next_is_now() {
+            self.cpus[c].deferred = true;
+            self.any_deferred = true;
+        } else {
+            self.cpu_update(c);
+        }
+    }
+
+    /// Under `sim.on_miss = "abort"`, queues the deadline of the job of
+    /// task `i` released at `nominal`, where it is dropped if unfinished.
+    #[inline(always)]
+    fn queue_deadline(&mut self, i: usize, nominal: Nanos) {
+        if !self.abort_on_miss {
+            return;
+        }
+        let t = &self.tasks[i];
+        if let (Some(d), TaskKind::Periodic | TaskKind::Timer | TaskKind::Sleeper) =
+            (t.deadline, t.kind)
+        {
+            self.push(
+                nominal + d,
+                EvKind::Deadline {
+                    task: i as u32,
+                    nominal,
+                },
+            );
+        }
+    }
+
+    /// The deadline of task `i`'s job released at `nominal` has come: if
+    /// that job is still running or queued, it is dropped and counted as
+    /// a miss and as aborted. A job whose last piece of work ends exactly
+    /// now is on time (as a completion at its deadline is) and is left to
+    /// complete.
+    fn on_deadline(&mut self, i: usize, nominal: Nanos) {
+        let c = self.tasks[i].cpu;
+        self.cpu_sync(c);
+        let now = self.now;
+        let t = &mut self.tasks[i];
+        if t.active && t.job_release == nominal {
+            let cpu = &self.cpus[c];
+            let finishing = cpu.running == Some(i)
+                && t.seg + 1 == t.nseg
+                && cpu.seg_end <= now
+                && cpu.bh.is_empty()
+                && cpu.stall_until <= now;
+            if finishing {
+                return;
+            }
+            t.stats.deadline_misses += 1;
+            t.stats.latency.add_missed(1);
+            *t.stats.aborted.get_or_insert(0) += 1;
+            if t.refill {
+                t.backlog.clear();
+            }
+            t.active = false;
+            // The dropped job leaves the ready queue: a queued successor
+            // becomes ready now, behind the jobs already ready, as SimSo
+            // activates it, rather than keeping its task's old place.
+            let tid = t.tid;
+            self.cpus[c].sched.on_block(now, tid);
+            if !self.job_over(i, c) && self.cpus[c].running == Some(i) {
+                self.cpus[c].seg_end = Nanos::MAX;
+            }
+        } else if let Some(pos) = t.backlog.iter().position(|&r| r == nominal) {
+            // Queued behind a late predecessor and never started: dropped
+            // without touching the CPU.
+            t.backlog.remove(pos);
+            t.stats.deadline_misses += 1;
+            t.stats.latency.add_missed(1);
+            *t.stats.aborted.get_or_insert(0) += 1;
+            return;
+        } else {
+            return;
+        }
         if self.next_is_now() {
             self.cpus[c].deferred = true;
             self.any_deferred = true;
@@ -1021,6 +1120,7 @@ impl Sim {
     /// update).
     fn release_inner(&mut self, i: usize, nominal: Nanos) {
         let c = self.tasks[i].cpu;
+        self.queue_deadline(i, nominal);
         let t = &mut self.tasks[i];
         t.stats.releases += 1;
         if t.active {
@@ -1149,6 +1249,16 @@ impl Sim {
             }
         }
         t.active = false;
+        self.job_over(ti, c)
+    }
+
+    /// After task `ti`'s job ended (completed or aborted; it is inactive
+    /// now): starts its next queued job, or blocks it and, for a sleeper,
+    /// queues its next release. Returns whether a queued job started.
+    #[inline(always)]
+    fn job_over(&mut self, ti: usize, c: usize) -> bool {
+        let now = self.now;
+        let t = &mut self.tasks[ti];
         if let Some(next) = t.backlog.pop_front() {
             // The next queued job starts when the scheduler next runs it.
             self.begin_job(ti, c, next);

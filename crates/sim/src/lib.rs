@@ -36,11 +36,23 @@ pub fn run(
     stop: Option<&AtomicBool>,
 ) -> Result<Outcome, ScenarioError> {
     let f = &scn.spec;
+    let abort = scn.abort_on_miss()?;
+    let refuse_abort = |where_: &str| {
+        let span = f.sim.on_miss.as_ref().map(|s| s.span()).unwrap_or(0..0);
+        scn.error_at(
+            span,
+            format!("sim.on_miss = \"abort\" is not supported {where_}; use \"continue\""),
+        )
+    };
     if let Some(mode) = multi::mode(scn)? {
+        if abort && mode == multi::Mode::Global {
+            return Err(refuse_abort("with sim.multiprocessor = \"global\""));
+        }
         return multi::run(scn, mode, opts, stop);
     }
     match f.sim.scheduler.as_ref().map(|s| s.get_ref().as_str()) {
         None | Some("events") => {}
+        Some("plan") if abort => return Err(refuse_abort("in plan mode")),
         Some("plan") => return planmode::run(scn, opts, stop),
         Some(other) => {
             let span = f.sim.scheduler.as_ref().map(|s| s.span()).unwrap_or(0..0);

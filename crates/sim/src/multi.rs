@@ -535,6 +535,7 @@ impl GlobalSim {
                     deadline_misses: 0,
                     preemptions: 0,
                     backlog_lost: 0,
+                    aborted: None,
                     reserved: false,
                     rez_kind: None,
                     need: None,

@@ -42,6 +42,9 @@ pub struct TaskStats {
     pub deadline_misses: u64,
     pub preemptions: u64,
     pub backlog_lost: u64,
+    /// Jobs dropped at their deadline under `sim.on_miss = "abort"`
+    /// (`None` under "continue", so the record keeps its old shape).
+    pub aborted: Option<u64>,
     pub reserved: bool,
     pub rez_kind: Option<String>,
     pub need: Option<Nanos>,

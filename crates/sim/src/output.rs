@@ -37,8 +37,12 @@ pub fn summary(o: &Outcome) -> BTreeMap<String, f64> {
             m.insert(format!("{n}.deadline_misses"), t.deadline_misses as f64);
             m.insert(
                 format!("{n}.deadline_miss_fraction"),
-                t.deadline_misses as f64 / t.jobs.max(1) as f64,
+                // Aborted jobs ended too, without completing.
+                t.deadline_misses as f64 / (t.jobs + t.aborted.unwrap_or(0)).max(1) as f64,
             );
+            if let Some(a) = t.aborted {
+                m.insert(format!("{n}.aborted"), a as f64);
+            }
             m.insert(format!("{n}.preemptions"), t.preemptions as f64);
             if let Some(mp) = &o.multiprocessor {
                 m.insert(format!("{n}.migrations"), mp.migrations[i] as f64);
@@ -252,6 +256,10 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
                 "backlog_lost": t.backlog_lost,
                 "reservation": t.rez_kind,
             });
+            // Only under sim.on_miss = "abort", so other records are unchanged.
+            if let Some(a) = t.aborted {
+                v["aborted"] = json!(a);
+            }
             // Only under sim.multiprocessor, so records of pinned tasks are
             // unchanged.
             if let Some(m) = &o.multiprocessor {

@@ -113,6 +113,7 @@ pub fn run(
             deadline_misses: 0,
             preemptions: 0,
             backlog_lost: 0,
+            aborted: None,
             reserved: t.rez.is_some(),
             rez_kind: t.rez.map(|_| "plan".to_string()),
             need: t.rez.map(|r| r.0),

@@ -305,6 +305,10 @@ pub struct SimSection {
     /// Partitioned: "first-fit" (default) or "worst-fit", tasks taken
     /// largest utilization first.
     pub placement: Option<Spanned<String>>,
+    /// What a job still unfinished at its deadline does: "continue"
+    /// (default) runs it to completion; "abort" drops it there, as SimSo
+    /// does by default.
+    pub on_miss: Option<Spanned<String>>,
 }
 
 fn one() -> u32 {
@@ -331,6 +335,7 @@ impl Default for SimSection {
             gap_series: false,
             multiprocessor: None,
             placement: None,
+            on_miss: None,
         }
     }
 }
@@ -605,6 +610,22 @@ impl Scenario {
         match span {
             Some(span) => self.error_at(span, message),
             None => self.error(message),
+        }
+    }
+
+    /// Whether `sim.on_miss` asks for late jobs to be aborted at their
+    /// deadline; refused at its value unless "continue" or "abort".
+    pub fn abort_on_miss(&self) -> Result<bool, ScenarioError> {
+        match &self.spec.sim.on_miss {
+            None => Ok(false),
+            Some(v) => match v.get_ref().as_str() {
+                "continue" => Ok(false),
+                "abort" => Ok(true),
+                other => Err(self.error_at(
+                    v.span(),
+                    format!("sim.on_miss = \"{other}\": expected \"continue\" or \"abort\""),
+                )),
+            },
         }
     }
 

@@ -192,7 +192,12 @@ fn print_summary(scn: &Scenario, o: &Outcome, wall_s: f64) {
         wall_s,
         o.events as f64 / wall_s.max(1e-9) / 1e6
     );
-    let rows: Vec<_> = o.tasks.iter().filter(|t| t.jobs > 0).collect();
+    // A task whose every job was aborted still has a row.
+    let rows: Vec<_> = o
+        .tasks
+        .iter()
+        .filter(|t| t.jobs > 0 || t.aborted.is_some_and(|a| a > 0))
+        .collect();
     if !rows.is_empty() {
         println!(
             "\n{:<18} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -206,7 +211,7 @@ fn print_summary(scn: &Scenario, o: &Outcome, wall_s: f64) {
             "int p99us",
             "int max us"
         );
-        for t in rows {
+        for t in &rows {
             println!(
                 "{:<18} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
                 t.name,
@@ -219,6 +224,14 @@ fn print_summary(scn: &Scenario, o: &Outcome, wall_s: f64) {
                 us(t.interval.quantile(0.99)),
                 us(t.interval.max()),
             );
+        }
+        let aborted: Vec<String> = rows
+            .iter()
+            .filter_map(|t| t.aborted.map(|a| format!("{} {a}", t.name)))
+            .collect();
+        if !aborted.is_empty() {
+            // Under sim.on_miss = "abort" only; `missed` above includes them.
+            println!("jobs aborted at their deadline: {}", aborted.join(", "));
         }
     }
     if let Some(m) = &o.multiprocessor {
