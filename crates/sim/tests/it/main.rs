@@ -8,6 +8,7 @@ mod correctness;
 mod determinism;
 mod fuzz;
 mod multiprocessor;
+mod on_miss;
 mod scenarios;
 mod tie_order;
 mod timeline;
