@@ -5,16 +5,7 @@
 # side and the speed ratio in job events per second.
 # Usage: bench/simso/compare.sh [ROUNDS]   (default 3)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-VENV="${SIMSO_VENV:-$CARGO_TARGET_DIR/simso-venv}"
-PY311="$(command -v python3.11 || true)"
-[[ -n "$PY311" ]] || { echo "compare.sh: python3.11 not found (SimSo needs it)" >&2; exit 1; }
-if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import simso' 2>/dev/null; then
-  "$PY311" -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet simso
-fi
-cargo build --release -p punctual >/dev/null
+source "$(dirname "$0")/_setup.sh"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 python3 bench/simso/gen_taskset.py "$WORK"

@@ -8,16 +8,7 @@
 # Usage: bench/simso/compare_mp.sh [ROUNDS] [SEEDS] [DURATION_MS]
 #        (defaults 3, 20, 2000)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-VENV="${SIMSO_VENV:-$CARGO_TARGET_DIR/simso-venv}"
-PY311="$(command -v python3.11 || true)"
-[[ -n "$PY311" ]] || { echo "compare_mp.sh: python3.11 not found (SimSo needs it)" >&2; exit 1; }
-if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import simso' 2>/dev/null; then
-  "$PY311" -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet simso
-fi
-cargo build --release -p punctual >/dev/null
+source "$(dirname "$0")/_setup.sh"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 python3 bench/simso/gen_mp.py "$WORK" --seeds "${2:-20}" --duration-ms "${3:-2000}"
