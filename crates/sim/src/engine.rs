@@ -18,8 +18,8 @@ use punctual_sched::{LockId, PeriodStat, Scheduler, StolenInterval};
 use punctual_units::Nanos;
 
 use crate::outcome::{
-    CpuStolen, Outcome, PeriodTotals, SourceStats, StreamStats, TaskStats, TimelineLog, TraceSlice,
-    MAX_PERIODS, MAX_SPIKES,
+    keep_spike, CpuStolen, Outcome, PeriodTotals, SourceStats, Spike, StreamStats, TaskStats,
+    TimelineLog, TraceSlice, MAX_PERIODS,
 };
 use crate::queue::{key, key_time, EvQueue, NO_KEY};
 use crate::rng::Rng;
@@ -391,7 +391,7 @@ pub struct Sim {
     pub(crate) periods: Vec<(String, PeriodStat)>,
     pub(crate) periods_dropped: u64,
     pub(crate) period_totals: Vec<PeriodTotals>,
-    pub(crate) spikes: Vec<(Nanos, u32, String, Nanos)>,
+    pub(crate) spikes: Vec<Spike>,
     pub(crate) spikes_dropped: u64,
     pub(crate) trace: Option<Vec<TraceSlice>>,
     pub(crate) trace_cap: usize,
@@ -658,9 +658,7 @@ impl Sim {
             if finishing {
                 return;
             }
-            t.stats.deadline_misses += 1;
-            t.stats.latency.add_missed(1);
-            *t.stats.aborted.get_or_insert(0) += 1;
+            t.stats.dropped_at_deadline();
             if t.refill {
                 t.backlog.clear();
             }
@@ -677,9 +675,7 @@ impl Sim {
             // Queued behind a late predecessor and never started: dropped
             // without touching the CPU.
             t.backlog.remove(pos);
-            t.stats.deadline_misses += 1;
-            t.stats.latency.add_missed(1);
-            *t.stats.aborted.get_or_insert(0) += 1;
+            t.stats.dropped_at_deadline();
             return;
         } else {
             return;
@@ -1295,19 +1291,11 @@ impl Sim {
             return;
         }
         t.started = true;
-        let lat = now.saturating_sub(t.job_release);
-        t.stats.latency.record(lat);
-        if let Some(prev) = t.last_start {
-            t.stats.interval.record(now - prev);
-        }
-        t.last_start = Some(now);
+        let lat = t.stats.started(&mut t.last_start, now, t.job_release);
         if lat > t.spike_threshold {
-            if self.spikes.len() < MAX_SPIKES {
-                self.spikes
-                    .push((now, t.cpu as u32, t.stats.name.clone(), lat));
-            } else {
-                self.spikes_dropped += 1;
-            }
+            keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
+                (now, t.cpu as u32, t.stats.name.clone(), lat)
+            });
         }
     }
 

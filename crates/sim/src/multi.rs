@@ -31,7 +31,7 @@ use toml::Spanned;
 use crate::build::common;
 use crate::engine::sample;
 use crate::outcome::{
-    CpuStolen, Outcome, RunOptions, TaskStats, TimelineLog, TraceSlice, MAX_SPIKES,
+    keep_spike, CpuStolen, Outcome, RunOptions, Spike, TaskStats, TimelineLog, TraceSlice,
     TIMELINE_WINDOW_DEFAULT,
 };
 use crate::rng::Rng;
@@ -461,7 +461,7 @@ struct GlobalSim {
     events: u64,
     picks: u64,
     spike_threshold: Nanos,
-    spikes: Vec<(Nanos, u32, String, Nanos)>,
+    spikes: Vec<Spike>,
     spikes_dropped: u64,
     trace: Option<Vec<TraceSlice>>,
     trace_cap: usize,
@@ -797,18 +797,11 @@ impl GlobalSim {
                 if t.last_cpu.is_some_and(|l| l != c) {
                     t.task_migrations += 1;
                 }
-                let lat = now.saturating_sub(t.release);
-                t.stats.latency.record(lat);
-                if let Some(prev) = t.last_start {
-                    t.stats.interval.record(now - prev);
-                }
-                t.last_start = Some(now);
+                let lat = t.stats.started(&mut t.last_start, now, t.release);
                 if lat > self.spike_threshold {
-                    if self.spikes.len() < MAX_SPIKES {
-                        self.spikes.push((now, c as u32, t.stats.name.clone(), lat));
-                    } else {
-                        self.spikes_dropped += 1;
-                    }
+                    keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
+                        (now, c as u32, t.stats.name.clone(), lat)
+                    });
                 }
             }
             t.last_cpu = Some(c);

@@ -50,6 +50,53 @@ pub struct TaskStats {
     pub need: Option<Nanos>,
 }
 
+impl TaskStats {
+    /// A job started at `now`, released at `release`: its wake-up latency
+    /// and the interval since its task's previous start (`last_start`,
+    /// moved on). Both engines keep starts this way; returns the latency.
+    #[inline(always)]
+    pub(crate) fn started(
+        &mut self,
+        last_start: &mut Option<Nanos>,
+        now: Nanos,
+        release: Nanos,
+    ) -> Nanos {
+        let lat = now.saturating_sub(release);
+        self.latency.record(lat);
+        if let Some(prev) = *last_start {
+            self.interval.record(now - prev);
+        }
+        *last_start = Some(now);
+        lat
+    }
+
+    /// A job dropped at its deadline (`sim.on_miss = "abort"`): a miss,
+    /// a missed latency sample and an abort.
+    pub(crate) fn dropped_at_deadline(&mut self) {
+        self.deadline_misses += 1;
+        self.latency.add_missed(1);
+        *self.aborted.get_or_insert(0) += 1;
+    }
+}
+
+/// A spike the run keeps: when, on which CPU, which task, how late.
+pub(crate) type Spike = (Nanos, u32, String, Nanos);
+
+/// Keeps a spike in the log while it holds fewer than [`MAX_SPIKES`], or
+/// counts it as dropped; the spike is only built when it is kept.
+#[inline(always)]
+pub(crate) fn keep_spike(
+    spikes: &mut Vec<Spike>,
+    dropped: &mut u64,
+    spike: impl FnOnce() -> Spike,
+) {
+    if spikes.len() < MAX_SPIKES {
+        spikes.push(spike());
+    } else {
+        *dropped += 1;
+    }
+}
+
 /// What a stream of packets did.
 #[derive(Clone, Debug, Default)]
 pub struct StreamStats {
