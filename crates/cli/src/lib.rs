@@ -8,6 +8,7 @@ pub mod interrupt;
 pub mod junit;
 pub mod opts;
 pub mod output;
+pub mod probe;
 pub mod stale;
 
 pub use error::{CliError, CliResult};

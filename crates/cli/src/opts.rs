@@ -407,17 +407,10 @@ pub fn cpu_list(s: &str, online: &[u32]) -> Result<Vec<u32>, CliError> {
     if let Some(c) = out.iter().find(|c| !online.contains(c)) {
         return Err(CliError::usage(format!(
             "--cpus '{s}': CPU {c} is not online on this machine (online: {})",
-            format_cpus(online)
+            crate::output::format_cpus(online)
         )));
     }
     Ok(out)
-}
-
-pub fn format_cpus(cpus: &[u32]) -> String {
-    cpus.iter()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 pub use punctual_live::sysinfo::online_cpus;

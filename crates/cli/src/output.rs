@@ -143,70 +143,12 @@ pub fn write_json(rec: &Record, path: &Option<PathBuf>) -> CliResult {
     Ok(())
 }
 
-/// The run of a one-probe verb (`timer`, `noise`): its request through a
-/// session with the terminal's progress line, the replay file named in the
-/// record, and the text printed from the record. `--cause` needs a live
-/// run, so it is refused with a replayed feed. A live run holds the
-/// C-states `c_states` asks for while it measures, and says so in the
-/// record.
-pub fn run_one_probe(
-    kind: &'static str,
-    probe: Arc<dyn punctual_measure::Probe>,
-    common: &crate::opts::ProbeArgs,
-    cause: &crate::opts::CauseArgs,
-    c_states: &crate::opts::CStateArgs,
-    replay: Option<&Path>,
-) -> CliResult<Record> {
-    if replay.is_some() && cause.cause {
-        return Err(CliError::usage(
-            "--cause traces a live run; it does not apply to --replay",
-        ));
-    }
-    let req = ProbeRequest {
-        kind,
-        label: kind,
-        probe,
-        loads: crate::opts::load_specs(common.load.as_deref())?,
-        tracing: cause.tracing(),
-    };
-    let terminal = Terminal::default();
-    let session = punctual_measure::Session::new(crate::interrupt::stop_flag(), &terminal);
-    let cpus = req.probe.cpus().to_vec();
-    let c_states = replay.is_none().then(|| c_states.request());
-    let mut rec = punctual_live::cstate::holding(c_states, &cpus, || {
-        Ok::<_, CliError>(session.run(&req, rfc3339_now())?.record)
-    })?;
-    if let Some(p) = replay {
-        rec.set_config("replay", p.display().to_string());
-    }
-    stop_causes(&mut rec);
-    print_text(&rec)?;
-    Ok(rec)
-}
-
-/// With `--stop-at` and `--cause`: the causes the flight recorder found
-/// for the event that stopped the run (its spike: the largest on its CPU,
-/// so the spike log kept it), copied into `extra.stopped_at.causes`.
-fn stop_causes(rec: &mut Record) {
-    let Some(e) = rec.extra.get("stopped_at") else {
-        return;
-    };
-    let num = |k: &str| e.get(k).and_then(|v| v.as_u64());
-    let (cpu, value) = (num("cpu"), num("value_ns"));
-    let Some(sp) = rec
-        .spikes
-        .iter()
-        .find(|s| Some(s.cpu as u64) == cpu && Some(s.value_ns.0) == value)
-    else {
-        return;
-    };
-    if sp.causes.is_empty() {
-        return;
-    }
-    let causes = serde_json::to_value(&sp.causes).unwrap_or(serde_json::Value::Null);
-    if let Some(e) = rec.extra.get_mut("stopped_at") {
-        e["causes"] = causes;
-    }
+/// A CPU list as the flags take it: `0,2,3`.
+pub fn format_cpus(cpus: &[u32]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Prints what the verb that made `rec` prints, from the record alone
@@ -292,7 +234,7 @@ impl Runner for Terminal {
                 "punctual {}: {} probe on CPU {} for {}{}…",
                 req.kind,
                 req.probe.name(),
-                crate::opts::format_cpus(req.probe.cpus()),
+                format_cpus(req.probe.cpus()),
                 req.probe.duration(),
                 if tracing {
                     " with the flight recorder"

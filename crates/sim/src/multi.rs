@@ -30,6 +30,7 @@ use toml::Spanned;
 
 use crate::build::common;
 use crate::engine::sample;
+pub use crate::outcome::MultiStats;
 use crate::outcome::{
     keep_spike, CpuStolen, Outcome, RunOptions, Spike, TaskStats, TimelineLog, TraceSlice,
     TIMELINE_WINDOW_DEFAULT,
@@ -46,22 +47,6 @@ const MAX_BACKLOG: usize = 10_000;
 pub enum Mode {
     Global,
     Partitioned(Fit),
-}
-
-/// How a multiprocessor run went, beside the per-task figures every run
-/// has.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MultiStats {
-    /// `global` or `partitioned`.
-    pub policy: &'static str,
-    /// Partitioned: `first-fit` or `worst-fit`.
-    pub placement: Option<&'static str>,
-    /// Per task, in scenario order: jobs that resumed on another CPU than
-    /// the one they left.
-    pub migrations: Vec<u64>,
-    /// Per task: jobs that started on another CPU than their task last ran
-    /// on.
-    pub task_migrations: Vec<u64>,
 }
 
 /// Reads `sim.multiprocessor` and `sim.placement`; `None` for the default

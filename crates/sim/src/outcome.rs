@@ -231,7 +231,7 @@ pub struct Outcome {
     pub constraints: Vec<ConstraintResult>,
     /// `sim.multiprocessor`: the policy and the migrations; `None` when
     /// each task ran on its own `cpu`.
-    pub multiprocessor: Option<crate::multi::MultiStats>,
+    pub multiprocessor: Option<MultiStats>,
 }
 
 /// Totals per reserved task.
@@ -289,4 +289,20 @@ pub struct ConstraintResult {
     /// When the granted work was done (all of `estimate` received).
     pub completed_at: Option<Nanos>,
     pub met_deadline: bool,
+}
+
+/// How a multiprocessor run went, beside the per-task figures every run
+/// has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MultiStats {
+    /// `global` or `partitioned`.
+    pub policy: &'static str,
+    /// Partitioned: `first-fit` or `worst-fit`.
+    pub placement: Option<&'static str>,
+    /// Per task, in scenario order: jobs that resumed on another CPU than
+    /// the one they left.
+    pub migrations: Vec<u64>,
+    /// Per task: jobs that started on another CPU than their task last ran
+    /// on.
+    pub task_migrations: Vec<u64>,
 }

@@ -16,3 +16,4 @@ pub mod ring;
 pub mod rings;
 pub mod tracefs;
 pub mod watch;
+pub mod watchlog;

@@ -25,7 +25,7 @@ use crate::event::Decoder;
 use crate::format::{HeaderEvent, HeaderPage};
 use crate::rings::{drain_ring, Rings};
 use crate::tracefs::{Instance, NoTracing};
-use crate::watch::WatchLog;
+use crate::watchlog::WatchLog;
 
 /// The events recorded, as `system/event`; those this kernel lacks are
 /// skipped (and listed in the summary).
@@ -95,7 +95,7 @@ pub struct Options {
     /// these ids, and the reader keeps their scheduler events.
     pub watch: Vec<i32>,
     /// With `watch`: the wake-up latency that ends the run.
-    pub stop_at: Option<crate::watch::StopAt>,
+    pub stop_at: Option<crate::watchlog::StopAt>,
 }
 
 impl Default for Options {

@@ -169,7 +169,7 @@ pub fn run(a: Args) -> CliResult {
     // address) and close the pipe.
     eprintln!(
         "monitor: CPUs {} at {} Hz{}{}{}, {}",
-        opts::format_cpus(&cpus),
+        crate::output::format_cpus(&cpus),
         a.rate,
         listener
             .as_ref()

@@ -242,7 +242,7 @@ fn validate_one(
         if !online.contains(&c) {
             return Err(CliError::usage(format!(
                 "--cpu {c} is not online on this machine (online: {})",
-                opts::format_cpus(&online)
+                crate::output::format_cpus(&online)
             )));
         }
     }

@@ -10,7 +10,8 @@ use punctual_record::{Metric, Nanos, Record, Series};
 
 use crate::error::{CliError, CliResult};
 use crate::opts::{self, CStateArgs, CauseArgs, ClockArg, PolicyArg, ProbeArgs};
-use crate::output::{run_one_probe, write_json};
+use crate::output::write_json;
+use crate::probe::run_one_probe;
 
 #[derive(clap::Args, Debug)]
 #[command(

@@ -1,0 +1,79 @@
+//! The run of a one-probe verb (`timer`, `noise`), from its flags to its
+//! printed record. Above both `opts` (the flags it reads) and `output`
+//! (how it prints and writes), so those two stay one-way.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use punctual_measure::ProbeRequest;
+use punctual_record::Record;
+
+use crate::error::{CliError, CliResult};
+use crate::opts::{load_specs, CStateArgs, CauseArgs, ProbeArgs};
+use crate::output::{print_text, rfc3339_now, Terminal};
+
+/// The run of a one-probe verb (`timer`, `noise`): its request through a
+/// session with the terminal's progress line, the replay file named in the
+/// record, and the text printed from the record. `--cause` needs a live
+/// run, so it is refused with a replayed feed. A live run holds the
+/// C-states `c_states` asks for while it measures, and says so in the
+/// record.
+pub fn run_one_probe(
+    kind: &'static str,
+    probe: Arc<dyn punctual_measure::Probe>,
+    common: &ProbeArgs,
+    cause: &CauseArgs,
+    c_states: &CStateArgs,
+    replay: Option<&Path>,
+) -> CliResult<Record> {
+    if replay.is_some() && cause.cause {
+        return Err(CliError::usage(
+            "--cause traces a live run; it does not apply to --replay",
+        ));
+    }
+    let req = ProbeRequest {
+        kind,
+        label: kind,
+        probe,
+        loads: load_specs(common.load.as_deref())?,
+        tracing: cause.tracing(),
+    };
+    let terminal = Terminal::default();
+    let session = punctual_measure::Session::new(crate::interrupt::stop_flag(), &terminal);
+    let cpus = req.probe.cpus().to_vec();
+    let c_states = replay.is_none().then(|| c_states.request());
+    let mut rec = punctual_live::cstate::holding(c_states, &cpus, || {
+        Ok::<_, CliError>(session.run(&req, rfc3339_now())?.record)
+    })?;
+    if let Some(p) = replay {
+        rec.set_config("replay", p.display().to_string());
+    }
+    stop_causes(&mut rec);
+    print_text(&rec)?;
+    Ok(rec)
+}
+
+/// With `--stop-at` and `--cause`: the causes the flight recorder found
+/// for the event that stopped the run (its spike: the largest on its CPU,
+/// so the spike log kept it), copied into `extra.stopped_at.causes`.
+fn stop_causes(rec: &mut Record) {
+    let Some(e) = rec.extra.get("stopped_at") else {
+        return;
+    };
+    let num = |k: &str| e.get(k).and_then(|v| v.as_u64());
+    let (cpu, value) = (num("cpu"), num("value_ns"));
+    let Some(sp) = rec
+        .spikes
+        .iter()
+        .find(|s| Some(s.cpu as u64) == cpu && Some(s.value_ns.0) == value)
+    else {
+        return;
+    };
+    if sp.causes.is_empty() {
+        return;
+    }
+    let causes = serde_json::to_value(&sp.causes).unwrap_or(serde_json::Value::Null);
+    if let Some(e) = rec.extra.get_mut("stopped_at") {
+        e["causes"] = causes;
+    }
+}
