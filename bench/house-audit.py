@@ -9,6 +9,10 @@
         the import loops between the top-level modules of each crate
         (`crate::a` named in a.rs's tree and `crate::b` in b's, and so on
         round a cycle); exit 1 when there is one.
+    bench/house-audit.py words
+        every tracked file that cites a reference by an internal number
+        ("seed" and three digits) instead of by its authors
+        (docs/references.md); exit 1 when one does.
     bench/house-audit.py verbs
         for each verb file in crates/cli/src/cmd/, its lines outside
         tests, its longest function, and any other verb it imports;
@@ -279,10 +283,28 @@ def verbs(_args):
     return 1 if bad else 0
 
 
+def words(_args):
+    import subprocess
+    pat = re.compile(r"\bseed[ _-]?0[0-9]{2}", re.I)
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    hits = 0
+    for f in files:
+        try:
+            text = open(os.path.join(ROOT, f), encoding="utf-8").read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for i, line in enumerate(text.splitlines(), 1):
+            if pat.search(line):
+                hits += 1
+                print(f"{f}:{i}: {line.strip()[:120]}")
+    print(f"references cited by number: {hits}")
+    return 1 if hits else 0
+
+
 def main():
-    cmds = {"lengths": lengths, "loops": loops, "verbs": verbs}
+    cmds = {"lengths": lengths, "loops": loops, "verbs": verbs, "words": words}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
-        print("usage: bench/house-audit.py lengths [--over N] [--top K] | loops | verbs", file=sys.stderr)
+        print("usage: bench/house-audit.py lengths [--over N] [--top K] | loops | verbs | words", file=sys.stderr)
         return 2
     return cmds[sys.argv[1]](sys.argv[2:])
 
