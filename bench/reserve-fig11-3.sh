@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 004 Figure 11.3 on this machine: a 4 ms / 20 ms reservation on one
+# Regehr's thesis Figure 11.3 on this machine: a 4 ms / 20 ms reservation on one
 # CPU, swept over static over-reservation, for Rez (plain), Rez-C (catchup)
 # and Rez-FB (feedback, G=0.5), under a load that steals time from the
 # reserved CPU: direct-I/O disk reads whose block-device interrupt is routed
@@ -7,7 +7,7 @@
 # Line 1 of the figure (plain, no load) is the control.
 #
 # Budgets are stopped by the thread itself once charged (--enforce thread,
-# the default when HRTICK is off: precise enforcement, as in seed 004);
+# the default when HRTICK is off: precise enforcement, as in Regehr's thesis);
 # `plainkernel` is plain with the kernel's tick-granular enforcement as it
 # is, to show what that alone does.
 #

@@ -1,8 +1,8 @@
-//! Time to buffer underrun (seed 002 §5.1) and buffer sizing (seed 003).
+//! Time to buffer underrun (Cota-Robles & Held §5.1) and buffer sizing (Basham's VMBus note).
 //!
 //! A consumer with `n` buffers of length `t` that needs `c` of compute per
 //! buffer survives a wake-up late by up to the slack (n−1)·t − c; a later
-//! wake-up underruns. Seed 002's first-order figure is P(latency > slack)
+//! wake-up underruns. Cota-Robles & Held's first-order figure is P(latency > slack)
 //! per wake-up. The MTTF this module reports is the queue model's
 //! ([`crate::queue`]): the same record, but with lateness carried from one
 //! buffer to the next and with stalls during the compute; the seed figure
@@ -25,7 +25,7 @@ pub struct Mttf {
     /// P(latency > slack) per wake-up.
     pub exceedance: ProbEstimate,
     pub wakeups_per_s: f64,
-    /// Wake-ups later than the slack per second (seed 002's failure
+    /// Wake-ups later than the slack per second (Cota-Robles & Held's failure
     /// rate): `exceedance.probability × wakeups_per_s`.
     pub exceedance_rate_per_s: f64,
     /// 95 % interval of the queue model's underrun rate.
@@ -41,7 +41,7 @@ pub struct Mttf {
     pub extrapolated: bool,
     pub formula: String,
     pub assumptions: Vec<String>,
-    /// Seed 002's first-order figure, s / P(latency > slack): wake-ups
+    /// Cota-Robles & Held's first-order figure, s / P(latency > slack): wake-ups
     /// independent, nothing carried over, nothing stolen during compute.
     pub first_order_mttf_seconds: Option<f64>,
     pub first_order_mttf_ci_low_seconds: Option<f64>,
@@ -105,7 +105,7 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     // The chain sees only the record's own samples. Where fewer than 10
     // wake-ups beyond the slack were observed, the part of the tail the
     // record did not show comes from the fitted Pareto tail, as
-    // independent late wake-ups (seed 002's way).
+    // independent late wake-ups (Cota-Robles & Held's way).
     let n = m.tail.n.max(1) as f64;
     let emp = p.observed_count as f64 / n;
     let extra = |pp: f64| {
@@ -355,7 +355,7 @@ fn run_starts(m: &TailModel, at: &[u64]) -> Vec<u64> {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SweepRow {
     pub buffers: u32,
-    /// Seed 002's first-order MTTF beside the queue model's.
+    /// Cota-Robles & Held's first-order MTTF beside the queue model's.
     pub first_order_mttf_seconds: Option<f64>,
     pub buffer_len_ns: Nanos,
     pub total_buffering_ns: Nanos,
@@ -367,7 +367,7 @@ pub struct SweepRow {
     pub extrapolated: bool,
 }
 
-/// MTTF against total buffering (the data behind seed 002's Figures 6
+/// MTTF against total buffering (the data behind Cota-Robles & Held's Figures 6
 /// and 7): `n` from 2 to `max_n` at the given length and compute.
 pub fn sweep(m: &TailModel, base: &Buffering, max_n: u32) -> Vec<SweepRow> {
     (2..=max_n.max(2))
@@ -461,7 +461,7 @@ pub fn least_len(m: &TailModel, base: &Buffering, target_s: f64) -> Option<Mttf>
     at(least_true(1, hi, ok))
 }
 
-/// Seed 003's rule for a packet stream: buffers = rate × longest service
+/// Basham's rule for a packet stream: buffers = rate × longest service
 /// gap, the gap taken at the target's rate of occurrence.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PacketSizing {
@@ -530,7 +530,7 @@ mod tests {
     /// A 1 ms timer where one wake-up in ten is late by 0.8 ms and the
     /// rest by 0.45 ms (no latency reaches twice the median, so the record
     /// shows no stall process): for n = 2, t = 1 ms, c = 0.5 ms the slack
-    /// is 0.5 ms and P = 0.1. Seed 002: MTTF = 10 ms. The queue: the same
+    /// is 0.5 ms and P = 0.1. Cota-Robles & Held: MTTF = 10 ms. The queue: the same
     /// probability per wake-up, but each underrun also skips a period, so
     /// 0.1 underruns per 1.1 ms: 11 ms.
     #[test]
@@ -584,7 +584,7 @@ mod tests {
 
     /// The injector case in closed form: a 1 ms burst every 10.37 ms gives
     /// wake-up latencies uniform on 0–1 ms for 1 in 10.37 wake-ups. For
-    /// 2 × 1 ms with c = 0.5 ms, seed 002: P(L > 0.5 ms) = 0.5/10.37 =
+    /// 2 × 1 ms with c = 0.5 ms, Cota-Robles & Held: P(L > 0.5 ms) = 0.5/10.37 =
     /// 4.8 %, MTTF ≈ 21 ms. The queue adds bursts that start during the
     /// 0.5 ms of compute (another 4.8 %, less the 0.2 % where both
     /// happen): p ≈ 0.094 per wake-up, each underrun skipping a period,
@@ -693,7 +693,7 @@ mod tests {
         assert!(Compute::parse("soon").is_err());
     }
 
-    /// Seed 003: a 10 ms gap and 65 500 packets/s need 655 buffers.
+    /// Basham's VMBus note: a 10 ms gap and 65 500 packets/s need 655 buffers.
     #[test]
     fn packet_rule_reproduces_seed_003() {
         let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(10));

@@ -552,7 +552,7 @@ impl TailModel {
         }
     }
 
-    /// Worst case per day and week of *use* (seed 002 §4.3).
+    /// Worst case per day and week of *use* (Cota-Robles & Held §4.3).
     pub fn worst_case_use(&self, usage: Usage) -> WorstCaseUse {
         WorstCaseUse {
             usage,
@@ -561,7 +561,7 @@ impl TailModel {
         }
     }
 
-    /// The latency exceeded at `rate_per_s` (seed 002 §5.2: the pseudo
+    /// The latency exceeded at `rate_per_s` (Cota-Robles & Held §5.2: the pseudo
     /// worst case at a permissible error rate).
     pub fn value_at_rate(&self, rate_per_s: f64) -> Estimate {
         self.worst_per(1.0 / rate_per_s)

@@ -1,7 +1,7 @@
 //! The buffered consumer as a queue: a Lindley recursion evaluated
 //! exactly as a Markov chain over its discretized backlog.
 //!
-//! Seed 002's formula (an underrun whenever one wake-up is later than the
+//! Cota-Robles & Held's formula (an underrun whenever one wake-up is later than the
 //! slack (n−1)·t − c) treats wake-ups as independent and the compute as
 //! untouchable. Validation on a real consumer showed both matter: a thread
 //! that finishes late starts the next buffer late (a backlog), and a
@@ -1309,7 +1309,7 @@ mod tests {
         assert!(assumptions(&q).iter().any(|a| a.contains("cpu0.gap")));
     }
 
-    /// Without stalls and with c → 0, n = 2 is seed 002's formula:
+    /// Without stalls and with c → 0, n = 2 is Cota-Robles & Held's formula:
     /// P(underrun) = P(L > t).
     #[test]
     fn reduces_to_the_seed_formula() {
@@ -1341,13 +1341,13 @@ mod tests {
         assert!(q.converged);
         assert!((q.underrun_probability - 0.25).abs() < 1e-9, "{q:?}");
         assert!(q.utilization_ratio > 1.0);
-        // Seed 002 would say never: every wake-up is on time.
+        // Cota-Robles & Held would say never: every wake-up is on time.
     }
 
     /// Backlog with random latency: n = 3, c = 0.6 ms, 1 wake-up in 4 is
     /// 0.9 ms late. A late step ends at 1.5 ms (backlog 0.5 ms); the next
     /// then fails only if it is late too (max(0.9, 0.5) + 0.6 = 1.5 ≤ 2:
-    /// never), so no underrun, although seed 002 with L alone also says
+    /// never), so no underrun, although Cota-Robles & Held with L alone also says
     /// none. With c = 0.8 ms, two late wake-ups in a row end at 1.7 then
     /// max(0.9, 0.7) + 0.8 = 1.7: still none; the chain must agree.
     #[test]

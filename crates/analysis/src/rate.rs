@@ -54,7 +54,7 @@ fn parse_span(text: &str) -> Result<u64, String> {
         .map_err(|e| e.to_string())
 }
 
-/// How much a user actually uses the machine: seed 002's "day" and "week"
+/// How much a user actually uses the machine: Cota-Robles & Held's "day" and "week"
 /// of use (Office: 6–8 hours a day, 5 days a week; games and web: 3–4
 /// hours a day, 7 days a week) rather than continuous 24 h or 168 h.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -64,7 +64,7 @@ pub struct Usage {
 }
 
 impl Default for Usage {
-    /// Seed 002's heavy office user: 8 hours a day, 5 days a week.
+    /// Cota-Robles & Held's heavy office user: 8 hours a day, 5 days a week.
     fn default() -> Self {
         Usage {
             hours_per_day: 8.0,

@@ -1,4 +1,4 @@
-//! Seed 002 §5.2: schedulability analysis on a general-purpose OS with a
+//! Cota-Robles & Held §5.2: schedulability analysis on a general-purpose OS with a
 //! *pseudo worst case* — the latency exceeded at a permissible error rate
 //! — added to each task as release jitter (or as blocking), then the
 //! classic tests: fixed-priority response-time analysis with jitter and

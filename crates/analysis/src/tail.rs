@@ -146,7 +146,7 @@ impl Tail {
     }
 
     /// The exceedance curve at 1–2–5 steps from the bucket width up to the
-    /// maximum: enough points to draw seed 002's Figure 5, few enough for
+    /// maximum: enough points to draw Cota-Robles & Held's Figure 5, few enough for
     /// a terminal.
     pub fn curve(&self) -> Vec<CurvePoint> {
         let mut out = Vec::new();

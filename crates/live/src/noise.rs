@@ -1,4 +1,4 @@
-//! The noise probe: time stolen from a busy thread (seed 004's test
+//! The noise probe: time stolen from a busy thread (Regehr's test
 //! application, oslat/sysjitter).
 //!
 //! A polling thread reads a fast counter in a tight loop; a step between two

@@ -1,4 +1,4 @@
-//! Platform facts every record carries (seed 003: utilization and latency
+//! Platform facts every record carries (Basham's VMBus note: utilization and latency
 //! mean nothing without CPU model, frequency policy, SMT, NUMA and
 //! virtualization), and the warnings that say what to change.
 //!

@@ -1,4 +1,4 @@
-//! The timer probe: thread wake-up latency, the cyclictest / seed-000
+//! The timer probe: thread wake-up latency, the cyclictest / Jones & Regehr's NT study
 //! measurement, with missed periods counted instead of hidden.
 //!
 //! Split in two so the whole pipeline runs in tests without root:

@@ -1,5 +1,5 @@
 //! `cpu`: competing busy threads at a chosen policy, priority or nice value
-//! (seed 001's "high-priority competitor thread"), optionally busy only a
+//! (the Rialto talk's "high-priority competitor thread"), optionally busy only a
 //! fraction of each period.
 
 use std::hint::black_box;

@@ -2,8 +2,8 @@
 //!
 //! `disk:irq-cpu=N` writes N to `/proc/irq/I/smp_affinity_list` for each
 //! interrupt I of the device under the load's file, so that completions
-//! (and their softirq work) steal from whatever runs on CPU N — the seed 004
-//! disk experiment. Changing a machine-wide knob needs a way back on every
+//! (and their softirq work) steal from whatever runs on CPU N — the disk
+//! experiment of Regehr's thesis. Changing a machine-wide knob needs a way back on every
 //! exit path:
 //!
 //! 1. Before the first write, the old affinities go to a restore journal,

@@ -2,8 +2,8 @@
 //! streams, disk reads, CPU competitors, memory traffic, timer storms and
 //! external commands.
 //!
-//! Latency measured on an idle machine tells a user little (seed 002 measured
-//! under office, game and web loads; seed 004 under a TCP stream and disk
+//! Latency measured on an idle machine tells a user little (Cota-Robles & Held measured
+//! under office, game and web loads; Regehr's thesis under a TCP stream and disk
 //! reads). Every probe takes `--load KIND[:opts][+KIND…]`; this crate parses
 //! that, runs the loads for exactly the probe's duration and returns what
 //! they achieved, for the record's `load` section.

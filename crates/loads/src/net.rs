@@ -3,7 +3,7 @@
 //! Every socket is bound or connected to 127.0.0.1 and the address is
 //! checked before use: this load never sends a byte off the machine. The
 //! kernel's loopback path still runs the full TCP/UDP stack and its softirq
-//! receive work, which is the stolen time seed 004 measured under Netperf.
+//! receive work, which is the stolen time Regehr's thesis measured under Netperf.
 
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
@@ -462,7 +462,7 @@ impl Prepared for UdpPrepared {
                     let sender_done = done_flag.load(Ordering::Acquire);
                     if sender_done || (drain.0 > 0) {
                         if !sender_done {
-                            // Seed 003's consumer: sleep, then empty the queue.
+                            // Basham's consumer: sleep, then empty the queue.
                             std::thread::sleep(drain.to_std().min(c.left()));
                         }
                         let _ = sock.set_nonblocking(true);

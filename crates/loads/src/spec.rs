@@ -64,7 +64,7 @@ pub struct NetOpts {
     /// UDP payload bytes.
     pub packet_bytes: usize,
     /// UDP receiver drains its socket only every `drain` (0 = continuously):
-    /// seed 003's "buffers drained every ~10 ms" question.
+    /// Basham's "buffers drained every ~10 ms" question.
     pub drain: Nanos,
 }
 
@@ -132,7 +132,7 @@ pub enum CpuPolicy {
     Rr,
 }
 
-/// Competing busy threads (seed 001's "high-priority competitor").
+/// Competing busy threads (the Rialto talk's "high-priority competitor").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CpuOpts {
     pub threads: u32,

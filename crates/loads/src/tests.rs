@@ -74,7 +74,7 @@ fn net_udp_counts_received_and_lost() {
 
 #[test]
 fn net_udp_small_buffer_slow_drain_loses_packets() {
-    // Seed 003: too few buffers for the rate while the consumer sleeps
+    // Basham's VMBus note: too few buffers for the rate while the consumer sleeps
     // 20 ms loses packets; a big buffer does not.
     let small = run("net:udp,rate=50000,pkt=256,rcvbuf=4K,drain=20ms", 500);
     assert!(get(&small, 0, "lost_packets") > 0.0, "{small:?}");

@@ -58,7 +58,7 @@ impl Histogram {
     }
 
     /// Re-buckets to a coarser width (a multiple of the current one), for
-    /// the 100 µs histograms of seed 000 and the cyclictest format.
+    /// the 100 µs histograms of Jones & Regehr's NT study and the cyclictest format.
     pub fn rebucket(&self, bucket_ns: u64) -> Histogram {
         let w = bucket_ns.max(self.bucket_ns).max(1);
         let mut m: BTreeMap<u64, u64> = BTreeMap::new();

@@ -66,7 +66,7 @@ pub struct Record {
     /// covers less than the asked duration.
     #[serde(default)]
     pub interrupted: bool,
-    /// The machine the numbers belong to (seed 003: a latency figure means
+    /// The machine the numbers belong to (Basham's VMBus note: a latency figure means
     /// nothing without CPU model, frequency policy, SMT, virtualization).
     pub platform: Platform,
     /// Every option that shaped the run, including the seed of a simulation,
@@ -320,7 +320,7 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
 pub enum Metric {
     /// Wake-up latency: actual minus expected wake-up time.
     Latency,
-    /// Time between consecutive wake-ups (seed 000's "time between callbacks").
+    /// Time between consecutive wake-ups (Jones & Regehr's "time between callbacks").
     Interval,
     /// Length of each gap a busy-polling thread saw (stolen intervals).
     Gap,
@@ -587,7 +587,7 @@ pub struct Spike {
     pub incomplete: bool,
 }
 
-/// One period of a reservation (live or simulated), as seed 004's test
+/// One period of a reservation (live or simulated), as Regehr's test
 /// application records it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Period {

@@ -2,13 +2,13 @@
 //! network) with the plots people read.
 //!
 //! Sections appear only when some record has the data: platform facts and
-//! their differences (seed 003's apples-to-apples rule), warnings, log-log
+//! their differences (Basham's apples-to-apples rule), warnings, log-log
 //! exceedance curves with several records overlaid and the workload
-//! profiles' slack marked (seed 002 Figures 4–5), histograms in a chosen
-//! bucket (seed 000's 100 µs bins), worst cases per hour/day/week, MTTF
-//! against buffering with the target line (seed 002 Figures 6–7), stolen
+//! profiles' slack marked (Cota-Robles & Held Figures 4–5), histograms in a chosen
+//! bucket (Jones & Regehr's 100 µs bins), worst cases per hour/day/week, MTTF
+//! against buffering with the target line (Cota-Robles & Held Figures 6–7), stolen
 //! time per second with the top offenders and per-spike causes, and per
-//! period received / stolen / requested with hit or miss (seed 004 Figure
+//! period received / stolen / requested with hit or miss (Regehr's thesis Figure
 //! 11.4). The whole page is written through the XML writer, so every
 //! system-derived string is escaped text.
 
@@ -33,7 +33,7 @@ pub struct HtmlOptions {
     pub profile: &'static Profile,
     /// Target mean time to underrun (the horizontal line).
     pub target_mttf: Nanos,
-    /// Compute time per buffer as a fraction of the buffer (seed 002's
+    /// Compute time per buffer as a fraction of the buffer (Cota-Robles & Held's
     /// soft modem: 25 %).
     pub compute_fraction: f64,
     /// Periods drawn per task (the table and summary count all).

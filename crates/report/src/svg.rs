@@ -696,7 +696,7 @@ pub struct GanttBar {
 }
 
 /// Who had each CPU when, one row per (CPU, track), stolen slices in a
-/// contrasting colour (seed 004 Figures 11.1/11.2).
+/// contrasting colour (Regehr's thesis Figures 11.1/11.2).
 pub struct GanttChart {
     pub title: String,
     pub rows: Vec<String>,

@@ -156,7 +156,7 @@ pub fn estimate_text(e: &Estimate) -> String {
     }
 }
 
-/// A workload profile of seed 002 Table 1: buffers of `t_min..=t_max`,
+/// A workload profile of Cota-Robles & Held Table 1: buffers of `t_min..=t_max`,
 /// `n_min..=n_max` of them, with compute `compute_fraction` of a buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
@@ -202,13 +202,13 @@ pub fn profile_named(name: &str) -> Option<&'static Profile> {
     PROFILES.iter().find(|p| p.name == name)
 }
 
-/// Seed 002: the latency a design of n buffers of length t tolerates.
+/// Cota-Robles & Held: the latency a design of n buffers of length t tolerates.
 pub fn slack(n: u32, t: Nanos, compute_fraction: f64) -> Nanos {
     let c = (t.0 as f64 * compute_fraction) as u64;
     Nanos((n.saturating_sub(1) as u64 * t.0).saturating_sub(c))
 }
 
-/// Seed 002 section 5.1 through the analysis crate: the MTTF of `n`
+/// Cota-Robles & Held section 5.1 through the analysis crate: the MTTF of `n`
 /// buffers of length `t` with compute `compute_fraction` of a buffer.
 pub fn mttf(m: &TailModel, n: u32, t: Nanos, compute_fraction: f64) -> Option<Mttf> {
     let b = Buffering::new(n, t, Compute::Fraction(compute_fraction));

@@ -1,4 +1,4 @@
-//! Time constraints (seed 001): "can I do E of work between start and
+//! Time constraints (Jones's Rialto talk): "can I do E of work between start and
 //! deadline?" answered yes or no *up front*, then carried out by switching
 //! the calling thread's deadline parameters for the window.
 //!
@@ -319,7 +319,7 @@ mod tests {
         // 11 ms cannot fit in a 10 ms window.
         let e = decide(ms(30), ms(40), ms(11), &[], None, 1, 0.95).unwrap_err();
         assert!(e.contains("11ms"), "{e}");
-        // Seed 001's threads A–F on one CPU leave too little of that
+        // The Rialto talk's threads A–F on one CPU leave too little of that
         // window for 9 ms; a second, empty CPU takes it.
         let seed: Vec<Existing> = [(4, 20), (3, 10), (2, 40), (1, 20), (1, 10), (5, 40)]
             .iter()

@@ -2,7 +2,7 @@
 //!
 //! The law itself is the shared scheduler core's
 //! [`punctual_sched::FeedbackController`], the very code the simulator runs
-//! (seed 001: "exactly the same sources"). What is live-specific is only
+//! (Jones's Rialto talk: "exactly the same sources"). What is live-specific is only
 //! what it is fed, explained on [`FeedbackController`].
 
 use punctual_units::Nanos;
@@ -10,7 +10,7 @@ use punctual_units::Nanos;
 /// Rez-FB on a real thread: the core's integral controller, fed so that
 /// Linux's enforcement artefacts do not drive it.
 ///
-/// Seed 004 adjusts C by G·(R − P), with P the received time. On Linux the
+/// Regehr's thesis adjusts C by G·(R − P), with P the received time. On Linux the
 /// received time of one period is dominated by things that are not stolen
 /// time: the budget is only enforced at the tick (HZ=250: up to 4 ms of
 /// overrun) and the kernel carries an overrun over as debt into the next
@@ -89,7 +89,7 @@ pub struct PeriodAccount {
 }
 
 impl PeriodAccount {
-    /// Seed 004 §11.6.2: a hit is at least the reserved amount received
+    /// Regehr's thesis §11.6.2: a hit is at least the reserved amount received
     /// within the period.
     pub fn hit(&self, reserved: Nanos) -> bool {
         self.received >= reserved

@@ -1,11 +1,11 @@
 //! CPU reservations for real Linux threads: "X of CPU in every Y", kept
-//! even when the kernel steals time (seed 004's Rez, Rez-C, Rez-FB), plus
-//! one-shot time constraints (seed 001) and a C ABI.
+//! even when the kernel steals time (Regehr's Rez, Rez-C, Rez-FB), plus
+//! one-shot time constraints (Jones's Rialto talk) and a C ABI.
 //!
 //! The mechanism is SCHED_DEADLINE: a constant-bandwidth server with
 //! admission control. What Linux does not give is added here: an exclusive
 //! CPU partition per run (a deadline task cannot simply be pinned), a view
-//! of what the thread really received (by polling the clock, as seed 004's
+//! of what the thread really received (by polling the clock, as Regehr's
 //! test application does), catch-up within the period, feedback on the next
 //! period's budget, and a restore journal so no setting outlives the run.
 

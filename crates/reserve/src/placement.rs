@@ -1,5 +1,5 @@
 //! Where several reservations go: each on the least-utilized CPU that can
-//! take it (seed 001's Rialto/NT heuristic), decided by the shared core's
+//! take it (the Rialto/NT heuristic of Jones's talk), decided by the shared core's
 //! [`MultiPlan`], with the deadline bandwidth already on each CPU counted.
 //!
 //! Existing deadline threads bound to one CPU (a one-CPU partition or

@@ -7,7 +7,7 @@ use std::fmt;
 
 use punctual_units::Nanos;
 
-/// How stolen time is handled (seed 004 §11.5).
+/// How stolen time is handled (Regehr's thesis §11.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -62,7 +62,7 @@ pub struct Spec {
     pub mode: Mode,
     /// G of Rez-FB; unused by the other modes.
     pub gain_ratio: f64,
-    /// Static over-reservation (seed 004 Fig 11.3's x axis): the scheduler
+    /// Static over-reservation (Regehr's thesis Fig 11.3's x axis): the scheduler
     /// is asked for R·(1 + over) instead of R. May be negative.
     pub over_reserve_ratio: f64,
     /// Largest budget admitted up front (Rez-C's catch-up room, Rez-FB's

@@ -1,4 +1,4 @@
-//! Seed 004 §11.6.2's test application on Linux.
+//! Regehr's thesis §11.6.2's test application on Linux.
 //!
 //! K threads poll the monotonic clock. A difference between two reads
 //! longer than the gap threshold means the thread was not running in
@@ -7,7 +7,7 @@
 //! what was stolen from it while it was owed time, and whether it got its
 //! reservation (a hit). The other threads are ordinary time-sharing
 //! competitors that take whatever the reservation leaves, as Thread 1 does
-//! in seed 004's figures.
+//! in Regehr's figures.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};

@@ -1,4 +1,4 @@
-//! Rez-FB's controller (seed 004 §11.5.3), on its own so that the live
+//! Rez-FB's controller (Regehr's thesis §11.5.3), on its own so that the live
 //! `reserve` verb and the simulator run the very same arithmetic.
 //!
 //! At the start of each period the amount requested for the next period is
@@ -13,7 +13,7 @@ use punctual_units::Nanos;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeedbackController {
-    /// G; seed 004 used 0.5 and found 0.5–1 about equally good.
+    /// G; Regehr's thesis used 0.5 and found 0.5–1 about equally good.
     pub gain: f64,
     /// R: the amount the application asked to receive each period.
     pub setpoint: Nanos,

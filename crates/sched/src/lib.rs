@@ -3,7 +3,7 @@
 //! No I/O, no clock, integer nanoseconds: the caller feeds events (release,
 //! block, lock, stolen interval) and asks [`Scheduler::pick`] who runs until
 //! when. The simulator and the live `reserve` verb drive this same code, so
-//! a policy behaves identically in both (seed 001: "exactly the same
+//! a policy behaves identically in both (Jones's Rialto talk: "exactly the same
 //! sources" in kernel and simulator).
 pub mod feedback;
 pub mod global;

@@ -1,4 +1,4 @@
-//! Rialto-style precomputed scheduling plan and time constraints (seed 001).
+//! Rialto-style precomputed scheduling plan and time constraints (Jones's Rialto talk).
 //!
 //! A [`Plan`] is an explicit map of future time on one CPU. Reservations
 //! ("A every P") get ongoing allocations in it; time constraints ("E of work
@@ -31,7 +31,7 @@
 //!
 //! let ms = Nanos::from_ms;
 //! let mut plan = Plan::new(PlanConfig::new(ms(10))).unwrap();
-//! // Seed 001's threads A–F on one CPU.
+//! // The Rialto talk's threads A–F on one CPU.
 //! for (amount, period) in [(4, 20), (3, 10), (2, 40), (1, 20), (1, 10), (5, 40)] {
 //!     plan.reserve(ms(amount), ms(period)).unwrap();
 //! }
@@ -143,7 +143,7 @@ impl PlanConfig {
         self.max_depth = depth;
         self
     }
-    /// `ratio` in (0, 1]; 0.85 is seed 004's admission cap.
+    /// `ratio` in (0, 1]; 0.85 is Regehr's admission cap.
     pub fn with_utilization_limit_ratio(mut self, ratio: f64) -> Self {
         self.utilization_limit_ppm = if ratio.is_nan() {
             0

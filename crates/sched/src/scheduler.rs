@@ -26,7 +26,7 @@ use crate::feedback::FeedbackController;
 pub type ThreadId = usize;
 pub type LockId = usize;
 
-/// How a reservation treats stolen time (seed 004 §11.5).
+/// How a reservation treats stolen time (Regehr's thesis §11.5).
 #[derive(Clone, Debug, PartialEq)]
 pub enum RezKind {
     /// Plain Rez: the budget is charged with wall time, stolen time included
@@ -88,7 +88,7 @@ pub enum LockProtocol {
     /// The holder runs at the highest priority of its waiters.
     Inherit,
     /// Immediate ceiling: the holder runs at the lock's ceiling from the
-    /// moment it takes the lock (seed 001's fix).
+    /// moment it takes the lock (the Rialto talk's fix).
     Ceiling(u8),
 }
 
@@ -96,12 +96,12 @@ pub enum LockProtocol {
 pub struct SchedConfig {
     /// Round-robin slice among runnable threads of equal priority.
     pub quantum: Nanos,
-    /// Largest total reserved utilization admission grants (seed 004: 0.85).
+    /// Largest total reserved utilization admission grants (Regehr's thesis: 0.85).
     pub admission_cap: f64,
     /// When false, reservations over the cap are accepted anyway (the
     /// caller should warn).
     pub admission: bool,
-    /// Optional reservation for the whole time-sharing class (seed 004
+    /// Optional reservation for the whole time-sharing class (Regehr's thesis
     /// §11.7.1), soft: amount and period.
     pub timeshare_reservation: Option<(Nanos, Nanos)>,
 }
@@ -134,7 +134,7 @@ pub struct Decision {
     pub until: Option<Nanos>,
 }
 
-/// One closed period of a reservation, as seed 004's test application
+/// One closed period of a reservation, as Regehr's test application
 /// records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeriodStat {
@@ -156,7 +156,7 @@ pub struct PeriodStat {
 pub struct StolenInterval {
     pub start: Nanos,
     pub len: Nanos,
-    /// Whether the kernel's stolen-time instrumentation saw it (seed 004
+    /// Whether the kernel's stolen-time instrumentation saw it (Regehr's thesis
     /// instrumented DPCs but not hardware interrupts). Invisible stolen time
     /// still counts against `received` in the period statistics, because
     /// the test application measures received time itself.

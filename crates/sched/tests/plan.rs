@@ -1,4 +1,4 @@
-//! The behaviour `scenarios/rialto-plan.toml` stands for (seed 001), checked
+//! The behaviour `scenarios/rialto-plan.toml` stands for (Jones's Rialto talk), checked
 //! through the public plan API the simulator and `punctual reserve` use:
 //! threads A–F (4/20, 3/10, 2/40, 1/20, 1/10, 5/40 ms) each receive exactly
 //! their amount in every period; "5 ms between now+30 ms and now+40 ms" is
@@ -25,7 +25,7 @@ const THREADS: [(&str, u64, u64); 6] = [
     ("F", 5, 40),
 ];
 
-fn seed001() -> (Plan, BTreeMap<ReservationId, (&'static str, Nanos, Nanos)>) {
+fn rialto() -> (Plan, BTreeMap<ReservationId, (&'static str, Nanos, Nanos)>) {
     let mut plan = Plan::new(PlanConfig::new(ms(10))).unwrap();
     let mut names = BTreeMap::new();
     for (name, a, p) in THREADS {
@@ -67,7 +67,7 @@ fn execute(
 
 #[test]
 fn rialto_plan_threads_a_to_f_receive_exactly_their_amount_every_period() {
-    let (plan, names) = seed001();
+    let (plan, names) = rialto();
     let horizon = ms(400); // ten plan periods
     let got = execute(&plan, horizon, |o| match o {
         Owner::Reservation(id) => names.get(&id).map(|n| n.2),
@@ -87,7 +87,7 @@ fn rialto_plan_threads_a_to_f_receive_exactly_their_amount_every_period() {
 
 #[test]
 fn rialto_plan_grants_the_5ms_constraint_and_denies_9ms() {
-    let (mut plan, _) = seed001();
+    let (mut plan, _) = rialto();
     let now = Nanos::ZERO;
     let free = plan.free_time(now + ms(30), now + ms(40));
     assert!(free >= ms(5), "the plan leaves {free} free in [30ms, 40ms)");
@@ -131,7 +131,7 @@ fn rialto_plan_grants_the_5ms_constraint_and_denies_9ms() {
 
 #[test]
 fn the_constraint_answer_costs_its_window_not_half_the_cpu_for_40ms() {
-    let (mut plan, names) = seed001();
+    let (mut plan, names) = rialto();
     let free_before = plan.free_time(ms(0), ms(40));
     let g = plan
         .begin_constraint(Nanos::ZERO, ConstraintRequest::new(ms(30), ms(40), ms(5)))
@@ -294,7 +294,7 @@ fn worked_example() {
     assert!(out.contains("denied"));
 }
 
-/// Costs of the plan's operations, echoing seed 001's "time to acquire
+/// Costs of the plan's operations, echoing the Rialto talk's "time to acquire
 /// reservations / constraints" plots. Not a pass/fail test; run with
 /// `cargo test --release -p punctual-sched --test plan plan_costs -- --ignored --nocapture`.
 #[test]

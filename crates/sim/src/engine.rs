@@ -4,7 +4,7 @@
 //! so that events at the same instant run in the order they were made.
 //! Each CPU is a small state machine with three levels, highest first:
 //! a bus stall or hypervisor steal (nothing runs, not even the clock
-//! interrupt), bottom-half work (interrupts and DPCs, FIFO, seed 000 §2:
+//! interrupt), bottom-half work (interrupts and DPCs, FIFO, Jones & Regehr's NT study §2:
 //! "all queued DPCs are executed … just prior to starting the selected
 //! thread"), and the thread the scheduler core picked. Whenever the state of
 //! a CPU may change, [`Sim::cpu_update`] accounts progress since the last
@@ -850,7 +850,7 @@ impl Sim {
         self.cpu_update(c);
     }
 
-    /// Seed 000's multimedia timer: fire, advance the next firing time by
+    /// Jones & Regehr's multimedia timer: fire, advance the next firing time by
     /// the period, fire again while it is in the past; then arm the kernel
     /// timer — for the whole next firing time (fixed), or for a relative
     /// wait rounded to whole milliseconds and never under 1 ms (rounding).

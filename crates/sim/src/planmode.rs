@@ -1,5 +1,5 @@
 //! Plan-driven scheduling (`[sim] scheduler = "plan"`): a Rialto-style
-//! precomputed plan (seed 001, `punctual_sched::plan`) decides who owns each
+//! precomputed plan (Jones's Rialto talk, `punctual_sched::plan`) decides who owns each
 //! instant of the CPU, and the simulator executes it the way a kernel
 //! dispatcher would: ask `owner_at(now)`, run that owner until the answer's
 //! `until`, repeat. Time constraints are asked up front at their `at` and

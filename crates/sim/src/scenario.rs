@@ -288,7 +288,7 @@ pub struct SimSection {
     pub spike_threshold: Option<Dur>,
     pub description: Option<String>,
     /// "events" (default: the event-driven scheduler core) or "plan" (a
-    /// Rialto precomputed plan, seed 001, decides who owns each instant).
+    /// Rialto precomputed plan, Jones's Rialto talk, decides who owns each instant).
     pub scheduler: Option<Spanned<String>>,
     /// Plan mode: the plan's base period (default 10 ms).
     pub plan_base: Option<Dur>,
@@ -356,7 +356,7 @@ pub struct ClockSection {
 pub struct TimerSpec {
     pub name: Spanned<String>,
     pub period: Dur,
-    /// "rounding" (seed 000's multimedia timer), "fixed" (its fix).
+    /// "rounding" (Jones & Regehr's multimedia timer), "fixed" (its fix).
     pub mode: Spanned<String>,
     /// Task released by each firing.
     pub task: Spanned<String>,
@@ -419,7 +419,7 @@ pub struct TaskSpec {
     /// Relative deadline (default: the period; with `buffers`, (n−1)·period).
     pub deadline: Option<Dur>,
     /// n buffers of one period each: a job finishing later than (n−1)
-    /// periods after its release is an underrun (seed 002).
+    /// periods after its release is an underrun (Cota-Robles & Held).
     pub buffers: Option<u32>,
     /// After a job misses its deadline (an underrun), drop the jobs queued
     /// behind it and start again at the next release, as a real consumer
@@ -505,7 +505,7 @@ pub struct StreamSpec {
     pub stop: Option<Dur>,
 }
 
-/// Plan mode: a time-constraint query (seed 001's `begin_constraint`),
+/// Plan mode: a time-constraint query (the Rialto talk's `begin_constraint`),
 /// asked at `at` for `estimate` of CPU time in `[at+start, at+deadline)`.
 #[derive(Deserialize, Clone, Debug)]
 #[serde(deny_unknown_fields)]

@@ -3,7 +3,7 @@
 //! Every duration and instant inside punctual is an integer count of
 //! nanoseconds: floating point seconds lose the sub-microsecond detail that
 //! latency work is about, and a bare `u64` of unknown unit is how bugs like
-//! seed 000's 976 µs rounding stay hidden. `Nanos` is that count; it parses
+//! Jones & Regehr's 976 µs rounding stay hidden. `Nanos` is that count; it parses
 //! the human strings used on the command line and in scenario files
 //! (`250us`, `1ms`, `2.5ms`, `5s`, `1h`) and prints itself in the most
 //! readable unit. [`rng`] holds the house's seeded random numbers, which

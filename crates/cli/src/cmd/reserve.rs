@@ -186,7 +186,7 @@ fn validate_one(
         .transpose()
         .map_err(CliError::usage)?;
     // A constraint demonstration alone still needs a reservation to sit
-    // beside; default to seed 001's thread A (4 ms every 20 ms).
+    // beside; default to the Rialto talk's thread A (4 ms every 20 ms).
     let (budget, period) = match (a.budget, a.period) {
         _ if given.is_some() => given.expect("checked"),
         (Some(b), Some(p)) => (b, p),

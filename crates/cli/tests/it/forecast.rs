@@ -176,7 +176,7 @@ fn packet_rule_and_pseudo_worst_case_with_task_set() {
         d.path(),
     );
     let s = &j["series"][0];
-    // Seed 003's rule on the hourly worst case: gap = period + latency.
+    // Basham's rule on the hourly worst case: gap = period + latency.
     let hour = s["worst_case"]["hour"]["value_ns"].as_u64().unwrap();
     let gap_s = (hour + 1_000_000) as f64 / 1e9;
     let need = s["packet"]["buffers_needed"].as_u64().unwrap();
@@ -363,7 +363,7 @@ fn few_samples_give_an_interval_not_a_number() {
 /// The injected-noise check, for real: a SCHED_FIFO 99 neighbor
 /// spinning 1 ms every 10.37 ms on CPU 0, a 1 ms timer, n = 2, t = 1 ms,
 /// c = 0.5 ms. About 1 wake-up in 10.4 is delayed uniformly over 0–1 ms,
-/// so ~4.8 % exceed the 0.5 ms slack: seed 002's MTTF ≈ 21 ms, a little
+/// so ~4.8 % exceed the 0.5 ms slack: Cota-Robles & Held's MTTF ≈ 21 ms, a little
 /// less with this machine's own noise. The real consumer also loses
 /// buffers to bursts that start during its compute, which the queue
 /// model reads off the same record (≈ 11.6 ms in closed form); it must

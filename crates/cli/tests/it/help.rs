@@ -42,15 +42,10 @@ fn every_verb_help_has_examples_of_that_verb() {
 
 #[test]
 fn help_says_what_options_do_without_citing_papers() {
-    // Names a reader has to look up (an internal seed number, an author, a
-    // system of the 1990s, an algorithm's name in a thesis) belong in
-    // docs/references.md, not in --help.
+    // Names a reader has to look up (an author, a system of the 1990s, an
+    // algorithm's name in a thesis) belong in docs/references.md, not in
+    // --help.
     let jargon = [
-        "seed 000",
-        "seed 001",
-        "seed 002",
-        "seed 003",
-        "seed 004",
         "cota-robles",
         "regehr",
         "jones",

@@ -434,7 +434,7 @@ fn sizing(o: &mut String, j: &mut Value, m: &TailModel, p: &Plan, target: Nanos)
 }
 
 /// `--rate`: a packet stream's longest service gap and the buffers it
-/// takes (seed 003).
+/// takes (Basham's VMBus note).
 fn packet_stream(o: &mut String, j: &mut Value, m: &TailModel, p: &Plan, rate: f64) {
     let target_s = p.target.map(|t| t.as_secs_f64()).unwrap_or(3600.0);
     let have = p.buffering.map(|b| b.buffers).or(p.n_only);

@@ -209,7 +209,7 @@ fn timer_record(host: &str, governor: &str, seed: u64, tail_us: f64) -> Record {
     r
 }
 
-/// A simulated reservation run of seed 004: 4 ms every 20 ms, network
+/// A simulated reservation run of Regehr's thesis: 4 ms every 20 ms, network
 /// receive stealing about 18 %.
 fn reserve_record() -> Record {
     let mut r = Record::new(Source::Simulated, "simulate", platform("simulator", "n/a"));

@@ -1,4 +1,4 @@
-//! One plan per CPU (seed 001's Rialto/NT on multiprocessors).
+//! One plan per CPU (Rialto/NT on multiprocessors, as Jones's Rialto talk describes it).
 //!
 //! New reservations go to the plans in increasing order of reserved
 //! utilization, the heuristic Rialto/NT used: it spreads load so each CPU

@@ -11,8 +11,8 @@ fn us(v: u64) -> Nanos {
     Nanos::from_us(v)
 }
 
-/// Seed 001's example, in the order the slide lists it.
-const SEED001: [(&str, u64, u64); 6] = [
+/// The Rialto talk's example, in the order the slide lists it.
+const RIALTO_THREADS: [(&str, u64, u64); 6] = [
     ("A", 4, 20),
     ("B", 3, 10),
     ("C", 2, 40),
@@ -21,10 +21,10 @@ const SEED001: [(&str, u64, u64); 6] = [
     ("F", 5, 40),
 ];
 
-fn seed001_plan() -> (Plan, Vec<(ReservationId, Nanos, Nanos)>) {
+fn rialto_plan() -> (Plan, Vec<(ReservationId, Nanos, Nanos)>) {
     let mut plan = Plan::new(PlanConfig::new(ms(10))).unwrap();
     let mut ids = Vec::new();
-    for (_, a, p) in SEED001 {
+    for (_, a, p) in RIALTO_THREADS {
         let adm = plan.reserve(ms(a), ms(p)).unwrap();
         assert_eq!(adm.info.effective_from, Nanos::ZERO);
         ids.push((adm.info.id, ms(a), ms(p)));
@@ -41,8 +41,8 @@ fn held(plan: &Plan, owner: Owner, from: Nanos, to: Nanos) -> Nanos {
 }
 
 #[test]
-fn seed001_each_thread_gets_exactly_its_amount_in_every_period() {
-    let (plan, ids) = seed001_plan();
+fn rialto_each_thread_gets_exactly_its_amount_in_every_period() {
+    let (plan, ids) = rialto_plan();
     assert_eq!(plan.plan_period(), ms(40));
     // 4/20 + 3/10 + 2/40 + 1/20 + 1/10 + 5/40 = 82.5%
     assert_eq!(plan.utilization_ppm(), 825_000);
@@ -57,11 +57,11 @@ fn seed001_each_thread_gets_exactly_its_amount_in_every_period() {
 }
 
 #[test]
-fn seed001_holds_rialtos_sliding_window_guarantee_too() {
+fn rialto_holds_rialtos_sliding_window_guarantee_too() {
     // Rialto promises more than aligned periods: from any instant, within
     // one period, the amount. A fixed layout repeats with each reservation's
     // own period, so every window of that length holds exactly the amount.
-    let (plan, ids) = seed001_plan();
+    let (plan, ids) = rialto_plan();
     for &(id, amount, period) in &ids {
         for step in 0..160u64 {
             let t = us(250 * step + 17);
@@ -76,7 +76,7 @@ fn seed001_holds_rialtos_sliding_window_guarantee_too() {
 
 #[test]
 fn segments_tile_time_without_gaps_or_overlap() {
-    let (plan, _) = seed001_plan();
+    let (plan, _) = rialto_plan();
     let segs: Vec<Segment> = plan.segments(ms(3), ms(163)).collect();
     assert_eq!(segs.first().unwrap().start, ms(3));
     assert_eq!(segs.last().unwrap().end, ms(163));
@@ -93,14 +93,14 @@ fn segments_tile_time_without_gaps_or_overlap() {
 }
 
 #[test]
-fn seed001_constraint_5ms_in_30_to_40_is_decided_by_the_plans_free_time() {
-    let (mut plan, _) = seed001_plan();
+fn rialto_constraint_5ms_in_30_to_40_is_decided_by_the_plans_free_time() {
+    let (mut plan, _) = rialto_plan();
     let free = plan.free_time(ms(30), ms(40));
     let free_elsewhere = plan.free_time(ms(0), ms(30));
     let res = plan.begin_constraint(Nanos::ZERO, ConstraintRequest::new(ms(30), ms(40), ms(5)));
     assert_eq!(res.is_ok(), free >= ms(5), "free in window: {free}");
     // The seed's claim, checked against the model rather than assumed.
-    let grant = res.expect("seed 001: 5 ms between now+30 ms and now+40 ms is granted");
+    let grant = res.expect("Jones's Rialto talk: 5 ms between now+30 ms and now+40 ms is granted");
     let total: Nanos = grant.slices.iter().map(|s| s.end - s.start).sum();
     assert_eq!(total, ms(5));
     for s in &grant.slices {
@@ -118,8 +118,8 @@ fn seed001_constraint_5ms_in_30_to_40_is_decided_by_the_plans_free_time() {
 }
 
 #[test]
-fn seed001_infeasible_constraint_is_denied_with_the_numbers() {
-    let (mut plan, _) = seed001_plan();
+fn rialto_infeasible_constraint_is_denied_with_the_numbers() {
+    let (mut plan, _) = rialto_plan();
     let free = plan.free_time(ms(30), ms(40));
     assert!(free < ms(9));
     let err = plan
@@ -150,7 +150,7 @@ fn seed001_infeasible_constraint_is_denied_with_the_numbers() {
 #[test]
 fn every_window_of_the_seed_plan_decides_as_its_free_time_says() {
     // Sweep windows and estimates; each decision must equal the count.
-    let (plan, _) = seed001_plan();
+    let (plan, _) = rialto_plan();
     for start in (0..80).step_by(3) {
         for len in [1u64, 2, 5, 10, 17, 40] {
             for est in [us(500), ms(1), ms(2), ms(3), ms(5), ms(8)] {
@@ -166,7 +166,7 @@ fn every_window_of_the_seed_plan_decides_as_its_free_time_says() {
 
 #[test]
 fn constraints_do_not_double_book_and_end_returns_the_rest() {
-    let (mut plan, _) = seed001_plan();
+    let (mut plan, _) = rialto_plan();
     let free = plan.free_time(ms(0), ms(40));
     let g1 = plan
         .begin_constraint(
@@ -231,7 +231,7 @@ fn a_constraint_counts_its_own_reservation_time_first_come() {
 
 #[test]
 fn bad_constraint_requests_are_refused_with_one_sentence() {
-    let (mut plan, _) = seed001_plan();
+    let (mut plan, _) = rialto_plan();
     let cases = [
         (
             ConstraintRequest::new(ms(5), ms(5), ms(1)),
@@ -261,7 +261,7 @@ fn bad_constraint_requests_are_refused_with_one_sentence() {
 
 #[test]
 fn admission_refusals_name_what_is_in_use_and_the_limit() {
-    let (mut plan, _) = seed001_plan();
+    let (mut plan, _) = rialto_plan();
     let err = plan.reserve(ms(2), ms(10)).unwrap_err();
     assert_eq!(
         err.reason,
@@ -420,7 +420,7 @@ fn a_new_reservation_waits_for_grants_in_its_way() {
 
 #[test]
 fn release_frees_time_at_once_and_moves_nobody() {
-    let (mut plan, ids) = seed001_plan();
+    let (mut plan, ids) = rialto_plan();
     let before: Vec<Segment> = plan.segments(ms(0), ms(80)).collect();
     let free_before = plan.free_time(ms(0), ms(40));
     let (b, _, _) = ids[1];
@@ -436,7 +436,7 @@ fn release_frees_time_at_once_and_moves_nobody() {
 
 #[test]
 fn owner_at_reports_the_end_of_the_stretch() {
-    let (plan, _) = seed001_plan();
+    let (plan, _) = rialto_plan();
     let mut t = Nanos::ZERO;
     let mut n = 0;
     while t < ms(80) {
@@ -452,7 +452,7 @@ fn owner_at_reports_the_end_of_the_stretch() {
 
 #[test]
 fn describe_lists_one_line_per_frame() {
-    let (plan, _) = seed001_plan();
+    let (plan, _) = rialto_plan();
     let text = plan.describe();
     assert_eq!(text.lines().count(), 4);
     assert!(text.lines().all(|l| l.contains('#')));

@@ -49,7 +49,7 @@ fn nt_mmtimer_rounding_splits_intervals_between_0_and_2ms() {
     let near0 = interval_fraction(&o, "callback", 0, 200);
     let near2 = interval_fraction(&o, "callback", 1800, 2200);
     eprintln!("rounding: near 0 ms {near0:.4}, near 2 ms {near2:.4}");
-    // Seed 000 Table 2: "about half" each. Tolerance ±0.05.
+    // Jones & Regehr's NT study Table 2: "about half" each. Tolerance ±0.05.
     assert!((near0 - 0.5).abs() < 0.05, "near 0: {near0}");
     assert!((near2 - 0.5).abs() < 0.05, "near 2: {near2}");
 }
@@ -60,7 +60,7 @@ fn nt_mmtimer_fixed_has_2_4_percent_near_2ms() {
     let near2 = interval_fraction(&o, "callback", 1800, 2200);
     let near1 = interval_fraction(&o, "callback", 800, 1200);
     eprintln!("fixed: near 1 ms {near1:.4}, near 2 ms {near2:.4}");
-    // Seed 000 Table 3: ~2.4% near 2 ms (1024/1000 − 1). Tolerance ±0.3 points.
+    // Jones & Regehr's NT study Table 3: ~2.4% near 2 ms (1024/1000 − 1). Tolerance ±0.3 points.
     assert!((near2 - 0.024).abs() < 0.003, "near 2: {near2}");
     assert!(near1 > 0.97, "near 1: {near1}");
     let _ = summary(&o);
@@ -90,7 +90,7 @@ fn nt_long_dpcs_make_7_7_and_18ms_gaps() {
         "gaps 6-8.5 ms: {mid}, 17-19 ms: {long}, other >2.5 ms: {other_long}, max {}",
         s.max
     );
-    // 60 s: the 5 s DPC fires 12 times, the 10 s one 6 times (seed 000:
+    // 60 s: the 5 s DPC fires 12 times, the 10 s one 6 times (Jones & Regehr's NT study:
     // "always two samples around 7-8 ms apart and one around 18 ms" per 10 s).
     assert_eq!(mid, 12);
     assert_eq!(long, 6);
@@ -118,7 +118,7 @@ fn mediaplayer_inversion_drops_audio_and_both_fixes_stop_it() {
         drops(&ceiling),
         drops(&inherit)
     );
-    // Seed 001: without protection the mixer starves; with the ceiling fix
+    // Jones's Rialto talk: without protection the mixer starves; with the ceiling fix
     // (or inheritance) it does not. No tolerance: a dropout is a dropout.
     assert!(drops(&none) >= 1.0);
     assert_eq!(drops(&ceiling), 0.0);
@@ -143,7 +143,7 @@ fn softmodem_underruns_fall_with_buffering() {
         prev = m;
     }
     eprintln!("underruns per 120 s for n = 2..5: {rates:?}");
-    // Seed 002: each added buffer adds one period of tolerance; with long
+    // Cota-Robles & Held: each added buffer adds one period of tolerance; with long
     // DPCs up to 17 ms and stalls up to 30 ms, 2 buffers underrun and 5 do
     // far less (at least 10x fewer).
     assert!(rates[0] > 0.0);
@@ -167,7 +167,7 @@ fn first_loss(capacity: u64, rates: &[u64]) -> Option<u64> {
 
 #[test]
 fn vmbus_loss_begins_at_buffers_over_drain_interval() {
-    // Seed 003: 655 buffers → ~65,500 packets/s, 2600 → ~260,000. The model
+    // Basham's VMBus note: 655 buffers → ~65,500 packets/s, 2600 → ~260,000. The model
     // must start losing within ±5% of those rates.
     let a = first_loss(655, &[62_000, 64_000, 66_000, 68_000, 70_000]);
     let b = first_loss(2600, &[247_000, 255_000, 263_000, 271_000, 279_000]);
@@ -228,7 +228,7 @@ fn rez_network_needs_large_over_reservation_augmented_small() {
     // Rez-FB's extra misses are the controller's warm-up: once it has
     // learnt the stolen share it needs no more than Rez-C.
     assert!(rez_fb_steady <= rez_c + 1e-9, "{rez_fb_steady} vs {rez_c}");
-    // Seed 004 Fig 11.3: ~18% stolen; Rez needs ~24%, Rez-C and Rez-FB ~6%.
+    // Regehr's thesis Fig 11.3: ~18% stolen; Rez needs ~24%, Rez-C and Rez-FB ~6%.
     // Tolerances: stolen ±3 points; Rez within 0.20..0.30; augmented
     // within 0.0..0.12 and at least 12 points below Rez.
     assert!((stolen - 0.18).abs() < 0.03, "{stolen}");
@@ -258,7 +258,7 @@ fn rezfb_burst_raises_then_lowers_the_request() {
     let during = seg(1100, 2000);
     let after = seg(2100, 3000);
     eprintln!("C_t ms / misses: before {before:?}, burst start {start:?}, during {during:?}, after {after:?}");
-    // Seed 004 Fig 11.4: C_t rises during the burst and falls back to ~4 ms
+    // Regehr's thesis Fig 11.4: C_t rises during the burst and falls back to ~4 ms
     // after (tolerance: within 0.2 ms of its pre-burst level); misses only
     // at the transition.
     assert!(during.0 > before.0 + 0.5, "C_t did not rise");
@@ -279,7 +279,7 @@ fn stolen_fraction_falls_as_the_reserved_block_grows() {
     };
     let v: Vec<f64> = (1..=10).map(f).collect();
     eprintln!("stolen fraction by block 1..10 ms: {v:.3?}");
-    // Seed 004 Fig 11.5: decreasing with the block size. Tolerance: the
+    // Regehr's thesis Fig 11.5: decreasing with the block size. Tolerance: the
     // 10 ms block loses at least 5 points less than the 1 ms and 4 ms
     // blocks, and from 5 ms on the curve never rises by more than 0.5 point.
     assert!(v[9] + 0.05 < v[0] && v[9] + 0.05 < v[3], "{v:?}");
@@ -296,13 +296,13 @@ fn disk_pio_steals_about_half_dma_about_one_percent() {
         "t2.stolen_fraction",
     );
     eprintln!("stolen: dma {dma:.4}, pio {pio:.4}");
-    // Seed 004 Table 11.1 (Linux/RT IDE): DMA 1.1% ± 0.28, PIO 49% ± 3.5.
+    // Regehr's thesis Table 11.1 (Linux/RT IDE): DMA 1.1% ± 0.28, PIO 49% ± 3.5.
     // Tolerance: DMA within 0.5..2%, PIO within 40..58%.
     assert!((0.005..=0.02).contains(&dma), "{dma}");
     assert!((0.40..=0.58).contains(&pio), "{pio}");
 }
 
-/// Seed 001: executing the Rialto plan gives every thread A–F exactly its
+/// Jones's Rialto talk: executing the Rialto plan gives every thread A–F exactly its
 /// reserved amount in every one of its periods (exact: the plan hands out
 /// whole stretches, there is no noise), grants "5 ms in [30, 40) ms" and
 /// completes it inside the window, and denies "9 ms in [30, 40) ms" up front.
