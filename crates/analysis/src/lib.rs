@@ -9,6 +9,7 @@
 
 pub mod advise;
 pub mod buffer;
+pub mod check;
 pub mod compare;
 pub mod forecast;
 pub mod gate;
