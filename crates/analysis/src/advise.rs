@@ -173,7 +173,7 @@ pub fn advise(
             .map(|n| (n.kind.clone(), n.name.clone()))
             .collect();
         for cand in candidates(rec, cpu, &chosen) {
-            fixes.push(judge(rec, cpu, &base, cand, &chosen, &below));
+            fixes.push(judge(rec, cpu, &base, cand, &chosen, &below, &named));
         }
         remainder.push(remainder_of(rec, cpu, &base, &named, &below, &chosen));
         now.push((cpu, base));
@@ -315,6 +315,7 @@ fn judge(
     c: Candidate,
     profiles: &[Profile],
     below: &BTreeSet<(String, String)>,
+    named: &[Named],
 ) -> Fix {
     let predict = |keys: &[(String, String)]| {
         let edited = remove_sources(rec, cpu, &|k, n| {
@@ -368,6 +369,18 @@ fn judge(
         }
     };
     let within = within_noise(base, &predicted);
+    let takes_out = match &c.change {
+        Change::Remove(keys) => named
+            .iter()
+            .filter(|n| keys.iter().any(|(k, m)| *k == n.kind && *m == n.name))
+            .map(|n| punctual_record::TakenOut {
+                kind: n.kind.clone(),
+                name: n.name.clone(),
+                total_ns: Nanos(n.total_ns),
+            })
+            .collect(),
+        Change::Buffers(..) => Vec::new(),
+    };
     Fix {
         id: c.id,
         kind: c.kind.to_string(),
@@ -385,6 +398,7 @@ fn judge(
         runtime_applicable: c.runtime_applicable,
         permanent_how: c.permanent_how,
         observed: None,
+        takes_out,
     }
 }
 
@@ -2000,6 +2014,23 @@ mod tests {
         let base = figures(&r, 1, &p);
         let want = kept_where_shorter(&base, figures_edited(&r, &edited, 1, &p));
         assert_eq!(res.predicted, want);
+        // And it says so: what it takes out, with the attributed time.
+        let out: Vec<(&str, &str)> = res
+            .takes_out
+            .iter()
+            .map(|t| (t.kind.as_str(), t.name.as_str()))
+            .collect();
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out.contains(&("thread", "hog/42")) && out.contains(&("throttle", "rt_runtime")));
+        let hog = res.takes_out.iter().find(|t| t.kind == "thread").unwrap();
+        assert_eq!(
+            hog.total_ns,
+            named_sources(&r, 1)
+                .iter()
+                .find(|n| n.name == "hog/42")
+                .map(|n| Nanos(n.total_ns))
+                .unwrap()
+        );
         assert!(
             res.predicted.p999_ns > Nanos::from_ms(1),
             "the cc threads stay"

@@ -124,6 +124,22 @@ pub struct Fix {
     /// What a measurement with the fix applied gave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<FixFigures>,
+    /// The named sources the prediction took out of the record, largest
+    /// first: what the fix is predicted to remove, so a check against a
+    /// known cause can tell how much of it a fix takes out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub takes_out: Vec<TakenOut>,
+}
+
+/// One source a fix takes out, as attribution named it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TakenOut {
+    /// `irq`, `thread`, `kworker`, `throttle`, `idle`…
+    pub kind: String,
+    /// `comm/tid` for a thread, the handler's name for an interrupt.
+    pub name: String,
+    /// Its attributed time in the CPU's spikes and stolen intervals.
+    pub total_ns: Nanos,
 }
 
 /// What no fix targets by name on one CPU, beside the named causes

@@ -30,7 +30,7 @@ pub mod watch;
 
 pub use fix::{
     preemptible as fix_preemptible, Fix, FixFigures, MissRate, ProfileFigure, ReservationMiss,
-    Unexplained,
+    TakenOut, Unexplained,
 };
 pub use histogram::{Histogram, Recorder, DEFAULT_BUCKET_NS};
 pub use verdict::{VerdictBasis, VerdictEntry, VerdictState};
