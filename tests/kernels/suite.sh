@@ -197,6 +197,22 @@ t_cause_rt() {
 }
 [ "$kind" = stock ] || check cause-rt-priorities t_cause_rt
 
+# advise on PREEMPT_RT: a FIFO 99 thread planted on the probed CPU above
+# the FIFO 95 probe gets a fix that names it (lowered below the probe),
+# and the fix says it takes that thread out.
+t_advise_rt() {
+  $P check --cpus $CPU --duration 4s --cause \
+    --load "cpu:threads=1,policy=fifo,priority=99,cpus=$CPU,duty=5%,period=20ms" \
+    --json "$work/adv-c.json" >"$work/adv-c.txt" 2>&1
+  $P advise "$work/adv-c.json" --top 5 --json "$work/adv.json" | tee "$work/adv.txt"
+  jq -r '.fixes[] | "\(.id) \(.kind) \([.takes_out[]?.name][:3] | join(","))"' "$work/adv.json" | head -20
+  assert_json "$work/adv.json" \
+    '[.fixes[] | select(.kind == "priority" and ([.takes_out[]? | select(.kind == "thread" and (.name | startswith("pl-")))] | length > 0))] | length > 0' \
+    "a priority fix names the planted FIFO 99 load thread and takes it out"
+  same_as_before "advise on PREEMPT_RT"
+}
+[ "$kind" != rt ] || check advise-rt t_advise_rt
+
 t_load() {
   $P load cpu:threads=1 --duration 2s --json "$work/load.json"
   assert_json "$work/load.json" '.load | length > 0' "load section written"

@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use punctual_record::cause::CauseSummary;
+use punctual_record::fix_preemptible as preemptible;
 use punctual_record::{
     Fix, FixFigures, Metric, Nanos, Platform, ProfileFigure, Record, Series, VerdictState,
 };
@@ -92,7 +93,8 @@ pub struct Advice {
 }
 
 /// The time on one CPU that no fix targets by name, beside the named
-/// causes: what the ranking leaves out, and whether it dominates.
+/// causes: what the ranking leaves out, and whether it dominates (the
+/// record's `unexplained[]`, docs/record-format.md).
 ///
 /// Two parts. Below-priority work: threads and kworkers of lower priority
 /// than a real-time task (SCHED_OTHER work, mostly). They cannot take the
@@ -103,41 +105,7 @@ pub struct Advice {
 /// section held preemption off, nor whether that work is the machine's
 /// steady load or a passing one. And time with no source at all
 /// (`unexplained`: no guest event, the hypervisor or the hardware).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Remainder {
-    pub cpu: u32,
-    /// The kernel's preemption model as the record gives it (`dynamic(none)`).
-    pub preemption: String,
-    /// Attributed time (spikes and stolen intervals) of the named causes a
-    /// fix can target: interrupts, threads at or above the task's
-    /// priority, RT throttling, idle exit.
-    pub named_ns: Nanos,
-    /// Attributed time of below-priority threads and kworkers.
-    pub below_ns: Nanos,
-    /// How many distinct below-priority sources.
-    pub below_sources: usize,
-    /// Attributed time no source explains (`unexplained`, `hypervisor`).
-    pub unexplained_ns: Nanos,
-    /// The gain of taking out every named cause at once.
-    pub gain_named_log10: f64,
-    /// The gain of taking out everything attributed, the rest included.
-    pub gain_all_log10: f64,
-}
-
-impl Remainder {
-    /// True when the rest could buy more than every named cause together:
-    /// then the ranking, which orders by the named causes, says little
-    /// about what would fix this CPU, and the advice says so.
-    pub fn dominates(&self) -> bool {
-        let rest = self.gain_all_log10 - self.gain_named_log10;
-        rest > self.gain_named_log10 && rest > 0.01
-    }
-
-    /// Whether the kernel lets a higher-priority task preempt kernel code.
-    pub fn preemptible(&self) -> bool {
-        preemptible(&self.preemption)
-    }
-}
+pub type Remainder = punctual_record::Unexplained;
 
 /// Whether `rec` carries the attribution advise edits.
 pub fn has_cause(rec: &Record) -> bool {
@@ -205,7 +173,7 @@ pub fn advise(
             .map(|n| (n.kind.clone(), n.name.clone()))
             .collect();
         for cand in candidates(rec, cpu, &chosen) {
-            fixes.push(judge(rec, cpu, &base, cand, &chosen, &below));
+            fixes.push(judge(rec, cpu, &base, cand, &chosen, &below, &named));
         }
         remainder.push(remainder_of(rec, cpu, &base, &named, &below, &chosen));
         now.push((cpu, base));
@@ -243,15 +211,34 @@ fn remainder_of(
     let gain_named_log10 =
         gain_of(&|k, n| !unremovable(k) && !below.contains(&(k.to_string(), n.to_string())));
     let gain_all_log10 = gain_of(&|_, _| true);
+    let gain_all_log10 = gain_all_log10.max(gain_named_log10);
+    let preemption = rec.platform.preemption.clone().unwrap_or_default();
+    let total = (named_ns.0 + below_ns.0 + unexplained.0).max(1) as f64;
+    // What would tell more, in the order the text gives it.
+    let mut tell_more = vec!["measure longer with --cause".to_string()];
+    if below_ns > Nanos::ZERO && !preemptible(&preemption) {
+        tell_more.push(
+            "again with full preemption (--apply preempt-full --verify, or a preemptible \
+             kernel)"
+                .into(),
+        );
+    }
+    if unexplained > Nanos::ZERO {
+        tell_more.push("on the host or bare metal for the time with no guest event".into());
+    }
     Remainder {
         cpu,
-        preemption: rec.platform.preemption.clone().unwrap_or_default(),
+        preemption,
         named_ns,
         below_ns,
         below_sources: below.len(),
-        unexplained_ns: unexplained,
+        no_event_ns: unexplained,
+        below_share: below_ns.0 as f64 / total,
+        no_event_share: unexplained.0 as f64 / total,
         gain_named_log10,
-        gain_all_log10: gain_all_log10.max(gain_named_log10),
+        gain_all_log10,
+        dominates: Remainder::rest_dominates(gain_named_log10, gain_all_log10),
+        tell_more,
     }
 }
 
@@ -274,13 +261,6 @@ fn below_task(n: &Named, prio: Option<u32>) -> bool {
         },
         _ => false,
     }
-}
-
-fn preemptible(preemption: &str) -> bool {
-    matches!(
-        preemption,
-        "full" | "rt" | "dynamic(full)" | "lazy" | "dynamic(lazy)"
-    )
 }
 
 /// Best first: by the gain from the named causes over the profiles (0
@@ -335,6 +315,7 @@ fn judge(
     c: Candidate,
     profiles: &[Profile],
     below: &BTreeSet<(String, String)>,
+    named: &[Named],
 ) -> Fix {
     let predict = |keys: &[(String, String)]| {
         let edited = remove_sources(rec, cpu, &|k, n| {
@@ -388,6 +369,18 @@ fn judge(
         }
     };
     let within = within_noise(base, &predicted);
+    let takes_out = match &c.change {
+        Change::Remove(keys) => named
+            .iter()
+            .filter(|n| keys.iter().any(|(k, m)| *k == n.kind && *m == n.name))
+            .map(|n| punctual_record::TakenOut {
+                kind: n.kind.clone(),
+                name: n.name.clone(),
+                total_ns: Nanos(n.total_ns),
+            })
+            .collect(),
+        Change::Buffers(..) => Vec::new(),
+    };
     Fix {
         id: c.id,
         kind: c.kind.to_string(),
@@ -405,6 +398,7 @@ fn judge(
         runtime_applicable: c.runtime_applicable,
         permanent_how: c.permanent_how,
         observed: None,
+        takes_out,
     }
 }
 
@@ -502,6 +496,7 @@ pub fn figures(rec: &Record, cpu: u32, profiles: &[Profile]) -> FixFigures {
         mttf_s,
         ci_s,
         profiles: pf,
+        reservation_miss: None,
     }
 }
 
@@ -1240,6 +1235,115 @@ fn preempt_full(rec: &Record, cpu: u32, named: &[Named], prio: Option<u32>) -> O
     })
 }
 
+/// What a deadline task is shielded from that a task at `prio` (None:
+/// SCHED_OTHER) is not: threads that outrank it by priority (not the stop
+/// class, `migration/N`, nor another deadline thread) and RT throttling.
+fn outranks_task(n: &Named, prio: Option<u32>) -> bool {
+    match n.kind.as_str() {
+        "throttle" => true,
+        "thread" => {
+            let comm = comm_tid(&n.name).0;
+            !comm.starts_with("migration/")
+                && n.sched.as_deref() != Some("deadline")
+                && match (prio, rt_of(&n.sched)) {
+                    (Some(p), Some(r)) => r >= p,
+                    (Some(_), None) => false,
+                    (None, _) => true,
+                }
+        }
+        "kworker" => prio.is_none(),
+        _ => false,
+    }
+}
+
+/// The name of the reserved thread in [`reservation_scenario`].
+pub const RESERVED_TASK: &str = "reserved";
+
+/// The simulator scenario that predicts a reservation's miss rate on
+/// `cpu`: the record's measured gap process with what the reservation
+/// takes out removed ([`remove_sources`], the same edit its other
+/// figures come from), built by the bridge `simulate --from` uses
+/// ([`crate::simfrom`]: each source's lengths as measured, its arrivals
+/// periodic where its logged times sat on a period, Poisson otherwise),
+/// and in place of the probes one thread, [`RESERVED_TASK`], that always
+/// has work, under a reservation of `budget` every `period` over-reserved
+/// by `over_percent`, of kind `kind` (`rez`: a fixed budget charged with
+/// the time stolen inside it; `rez-fb`: the budget adapted by feedback).
+/// A period is missed when the thread received less than `budget`.
+pub fn reservation_scenario(
+    rec: &Record,
+    cpu: u32,
+    budget: Nanos,
+    period: Nanos,
+    over_percent: u64,
+    kind: &str,
+) -> Result<String, String> {
+    let prio = probe_priority(rec);
+    let keys: Vec<(String, String)> = named_sources(rec, cpu)
+        .iter()
+        .filter(|n| outranks_task(n, prio))
+        .map(|n| (n.kind.clone(), n.name.clone()))
+        .collect();
+    let edited = remove_sources(rec, cpu, &|k, n| {
+        keys.iter().any(|(kk, nn)| kk == k && nn == n)
+    });
+    let built = crate::simfrom::scenario_from_record(&edited, "the record")?;
+    let mut doc: toml::Table = built
+        .toml
+        .parse()
+        .map_err(|e| format!("the scenario built from the record does not read back: {e}"))?;
+    // The CPU's index in the scenario: simfrom numbers the record's CPUs
+    // with a latency or gap series in ascending order.
+    let mut cpus: Vec<u32> = rec
+        .series
+        .iter()
+        .filter(|s| matches!(s.metric, Metric::Latency | Metric::Gap) && s.task.is_none())
+        .filter_map(|s| s.cpu)
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let index = cpus
+        .iter()
+        .position(|c| *c == cpu)
+        .ok_or_else(|| format!("the record has no latency or gap series on CPU {cpu}"))?;
+    doc.remove("task");
+    doc.remove("timer");
+    if let Some(toml::Value::Table(sim)) = doc.get_mut("sim") {
+        sim.remove("gap_series");
+        sim.insert(
+            "description".into(),
+            toml::Value::String(format!(
+                "a reservation of {budget} every {period} (+{over_percent}%, {kind}) on CPU {cpu} \
+                 of the record, against its gap process without what the reservation takes out"
+            )),
+        );
+    }
+    let mut reserve = toml::Table::new();
+    reserve.insert(
+        "amount".into(),
+        toml::Value::String(format!("{}ns", budget.0)),
+    );
+    reserve.insert(
+        "period".into(),
+        toml::Value::String(format!("{}ns", period.0)),
+    );
+    reserve.insert("kind".into(), toml::Value::String(kind.into()));
+    reserve.insert(
+        "over".into(),
+        toml::Value::Float(over_percent as f64 / 100.0),
+    );
+    let mut task = toml::Table::new();
+    task.insert("name".into(), toml::Value::String(RESERVED_TASK.into()));
+    task.insert("kind".into(), toml::Value::String("background".into()));
+    task.insert("cpu".into(), toml::Value::Integer(index as i64));
+    task.insert("reserve".into(), toml::Value::Table(reserve));
+    doc.insert(
+        "task".into(),
+        toml::Value::Array(vec![toml::Value::Table(task)]),
+    );
+    Ok(doc.to_string())
+}
+
 /// A SCHED_DEADLINE reservation for the work: `budget` of CPU every
 /// `period`, sized from the first advised profile (its compute per buffer
 /// and its buffer length), the budget over-reserved by the stolen share
@@ -1266,21 +1370,7 @@ fn reservation(
     if compute == Nanos::ZERO || period == Nanos::ZERO {
         return None;
     }
-    let outranks = |n: &Named| match n.kind.as_str() {
-        "throttle" => true,
-        "thread" => {
-            let comm = comm_tid(&n.name).0;
-            !comm.starts_with("migration/")
-                && n.sched.as_deref() != Some("deadline")
-                && match (prio, rt_of(&n.sched)) {
-                    (Some(p), Some(r)) => r >= p,
-                    (Some(_), None) => false,
-                    (None, _) => true,
-                }
-        }
-        "kworker" => prio.is_none(),
-        _ => false,
-    };
+    let outranks = |n: &Named| outranks_task(n, prio);
     let keys: Vec<(String, String)> = named
         .iter()
         .filter(|n| outranks(n))
@@ -1348,9 +1438,9 @@ fn reservation(
              priority, RT throttling) are taken out, {} attributed; interrupts, softirqs, \
              idle exit, the hypervisor and threads below the task (which hold the CPU only \
              where the kernel does not preempt, from a deadline task too) stay. The budget \
-             is over-reserved by the {} of CPU {cpu} the reservation leaves stolen; a period \
-             in which more is stolen than that overruns the budget and waits for the next \
-             (not predicted)",
+             is over-reserved by the {} of CPU {cpu} the reservation leaves stolen; how often \
+             a period is stolen more than that, so the work gets less than its budget, is \
+             simulated on the record's gap process, plain and with feedback",
             keys.len(),
             Nanos(protected_ns),
             pct(left)
@@ -1362,13 +1452,26 @@ fn reservation(
             pct(fraction)
         ),
         cost_cpu_fraction: fraction,
-        runtime_applicable: false,
+        runtime_applicable: deadline_class(&rec.platform),
         permanent_how: format!(
             "start the program under the reservation, e.g. from its systemd unit:\n\
              ExecStart={command}"
         ),
         change: Change::Remove(keys),
     })
+}
+
+/// Whether the measured kernel has the SCHED_DEADLINE class (Linux 3.14
+/// and later), so a reservation can be made, and verified, at run time.
+/// A record that does not name its kernel cannot tell, and says no.
+pub fn deadline_class(p: &Platform) -> bool {
+    let Some(k) = p.kernel.as_deref() else {
+        return false;
+    };
+    let mut parts = k.split(|c: char| !c.is_ascii_digit());
+    let major: u32 = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+    (major, minor) >= (3, 14)
 }
 
 /// Buffering, for one workload (a fix for one profile says nothing of
@@ -1864,14 +1967,14 @@ mod tests {
         assert!(pos("priority") < pos("isolate-cpu"));
         assert!(pos("isolate-cpu") < pos("preempt"));
         let rest = &a.remainder[0];
-        assert!(rest.dominates(), "{rest:?}");
+        assert!(rest.dominates, "{rest:?}");
         assert_eq!(rest.below_sources, 20);
         assert_eq!(rest.below_ns, Nanos::from_ms(1200));
         assert!(rest.gain_all_log10 > 2.0 * rest.gain_named_log10);
         // The FIFO-99 thread alone: the named causes hold what there is
         // to gain, and nothing is said of a remainder.
         let a = advise(&record(), &profiles(), true).unwrap();
-        assert!(!a.remainder[0].dominates(), "{:?}", a.remainder[0]);
+        assert!(!a.remainder[0].dominates, "{:?}", a.remainder[0]);
     }
 
     /// A reservation takes out what outranks the task by priority (the
@@ -1895,7 +1998,13 @@ mod tests {
         assert!(res
             .permanent_how
             .contains("punctual reserve --budget 20us --period 1ms --over-reserve 1% -- COMMAND"));
+        // A record that does not name its kernel cannot say the deadline
+        // class is there; one measured on 3.14 or later can.
         assert!(!res.runtime_applicable);
+        r.platform.kernel = Some("6.18.44-fc".into());
+        let a = advise(&r, &p, false).unwrap();
+        let res = a.fixes.iter().find(|f| f.kind == "reservation").unwrap();
+        assert!(res.runtime_applicable);
         assert!((res.cost_cpu_fraction - 0.0202).abs() < 1e-9);
         // What it predicts is the record with the thread and the
         // throttling taken out, and nothing else.
@@ -1905,6 +2014,23 @@ mod tests {
         let base = figures(&r, 1, &p);
         let want = kept_where_shorter(&base, figures_edited(&r, &edited, 1, &p));
         assert_eq!(res.predicted, want);
+        // And it says so: what it takes out, with the attributed time.
+        let out: Vec<(&str, &str)> = res
+            .takes_out
+            .iter()
+            .map(|t| (t.kind.as_str(), t.name.as_str()))
+            .collect();
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out.contains(&("thread", "hog/42")) && out.contains(&("throttle", "rt_runtime")));
+        let hog = res.takes_out.iter().find(|t| t.kind == "thread").unwrap();
+        assert_eq!(
+            hog.total_ns,
+            named_sources(&r, 1)
+                .iter()
+                .find(|n| n.name == "hog/42")
+                .map(|n| Nanos(n.total_ns))
+                .unwrap()
+        );
         assert!(
             res.predicted.p999_ns > Nanos::from_ms(1),
             "the cc threads stay"
@@ -1949,6 +2075,57 @@ mod tests {
         let mut fixes = vec![prio.clone(), dear];
         rank(&mut fixes);
         assert_eq!(fixes[0].id, "a-dear");
+    }
+
+    /// The reservation's miss rate is simulated on the record's own gap
+    /// process without what the reservation takes out: the scenario has
+    /// the reserved thread alone, sized as the fix, on the advised CPU,
+    /// the interrupt's noise and not the FIFO-99 thread's.
+    #[test]
+    fn the_reservation_scenario_replays_the_record_without_what_it_takes_out() {
+        let r = record();
+        let text = reservation_scenario(&r, 1, Nanos::from_us(20), Nanos::from_ms(1), 3, "rez-fb")
+            .unwrap();
+        let doc: toml::Table = text.parse().unwrap();
+        let tasks = doc["task"].as_array().unwrap();
+        assert_eq!(tasks.len(), 1, "{text}");
+        let t = tasks[0].as_table().unwrap();
+        assert_eq!(t["name"].as_str(), Some(RESERVED_TASK));
+        assert_eq!(t["cpu"].as_integer(), Some(0));
+        let res = t["reserve"].as_table().unwrap();
+        assert_eq!(res["amount"].as_str(), Some("20000ns"));
+        assert_eq!(res["period"].as_str(), Some("1000000ns"));
+        assert_eq!(res["kind"].as_str(), Some("rez-fb"));
+        assert_eq!(res["over"].as_float(), Some(0.03));
+        assert!(doc.get("timer").is_none(), "{text}");
+        let noise: Vec<&str> = doc["noise"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.get("name").and_then(|x| x.as_str()))
+            .collect();
+        assert!(noise.iter().any(|n| n.contains("eth0")), "{noise:?}");
+        assert!(noise.iter().all(|n| !n.contains("hog")), "{noise:?}");
+        // The same record with the thread left in has it as noise: the
+        // edit, not the builder, took it out.
+        let whole = crate::simfrom::scenario_from_record(&r, "r").unwrap().toml;
+        assert!(whole.contains("hog"), "{whole}");
+        assert!(
+            reservation_scenario(&r, 7, Nanos::from_us(20), Nanos::from_ms(1), 3, "rez").is_err()
+        );
+    }
+
+    #[test]
+    fn the_deadline_class_is_read_from_the_kernel_version() {
+        let k = |v: &str| {
+            deadline_class(&Platform {
+                kernel: Some(v.into()),
+                ..Default::default()
+            })
+        };
+        assert!(k("3.14.0") && k("6.18.44-fc-v509") && k("4.19.0-rt"));
+        assert!(!k("3.13.11") && !k("2.6.32") && !k("unknown"));
+        assert!(!deadline_class(&Platform::default()));
     }
 
     #[test]

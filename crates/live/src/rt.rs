@@ -237,3 +237,22 @@ pub fn fifo_permitted() -> Result<(), String> {
     .join()
     .unwrap_or_else(|_| Err("probe thread panicked".into()))
 }
+
+/// Whether this kernel admits a SCHED_DEADLINE thread of `runtime` every
+/// `period` now (root, a kernel with the class, and deadline bandwidth
+/// left in the root domain). Tried on a short-lived thread so the caller's
+/// policy is untouched; the kernel's refusal is the answer, since
+/// admission depends on what other deadline threads already hold.
+pub fn deadline_permitted(runtime: Nanos, period: Nanos) -> Result<(), String> {
+    std::thread::spawn(move || {
+        set_policy(Policy::Deadline {
+            runtime,
+            deadline: period,
+            period,
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    })
+    .join()
+    .unwrap_or_else(|_| Err("probe thread panicked".into()))
+}

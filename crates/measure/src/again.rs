@@ -37,6 +37,15 @@ pub struct Overrides {
     pub loads: Option<Vec<LoadSpec>>,
     /// Tracing, instead of what the record's `config.cause` says.
     pub tracing: Option<Tracing>,
+    /// The timer probe's policy, instead of the record's: a reservation is
+    /// verified by running the probed task inside it (SCHED_DEADLINE at
+    /// the fix's budget and period), which is what the fix changes.
+    pub timer_policy: Option<Policy>,
+    /// The busy loop's policy, instead of the record's. Kept apart from
+    /// the timer's: a busy loop inside a reservation's budget would count
+    /// the reservation's own throttling as stolen time, so it is given a
+    /// budget of its whole period instead.
+    pub noise_policy: Option<Policy>,
 }
 
 /// One probe's settings, as the record says they were.
@@ -184,6 +193,12 @@ pub fn again(rec: &Record, o: &Overrides) -> Result<Again, MeasureError> {
                 ProbeSettings::Timer(t) => t.cpus = c.clone(),
                 ProbeSettings::Noise(n) => n.cpus = c.clone(),
             }
+        }
+    }
+    for p in &mut a.probes {
+        match p {
+            ProbeSettings::Timer(t) => t.policy = o.timer_policy.unwrap_or(t.policy),
+            ProbeSettings::Noise(n) => n.policy = o.noise_policy.unwrap_or(n.policy),
         }
     }
     if let Some(d) = o.duration {
@@ -563,6 +578,7 @@ mod tests {
             cpus: Some(vec![1]),
             loads: Some(Vec::new()),
             tracing: Some(Tracing::Off),
+            ..Default::default()
         };
         let b = again(&rec, &o).unwrap();
         assert_eq!(b.probes[0].duration(), Nanos::from_us(500_500));
@@ -570,6 +586,29 @@ mod tests {
         assert!(b.loads.is_empty() && matches!(b.tracing, Tracing::Off));
         match &b.probes[1] {
             ProbeSettings::Noise(n2) => assert_eq!(n2.cpus, vec![1]),
+            p => panic!("{p:?}"),
+        }
+
+        // Each half's policy is overridden on its own; the other keeps
+        // the record's.
+        let dl = Policy::Deadline {
+            runtime: Nanos::from_us(525),
+            deadline: Nanos::from_ms(2),
+            period: Nanos::from_ms(2),
+        };
+        let c = again(
+            &rec,
+            &Overrides {
+                timer_policy: Some(dl),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        match (&c.probes[0], &c.probes[1]) {
+            (ProbeSettings::Timer(t2), ProbeSettings::Noise(n2)) => {
+                assert_eq!(t2.policy, dl);
+                assert_eq!(n2.policy, n.policy);
+            }
             p => panic!("{p:?}"),
         }
     }

@@ -28,7 +28,10 @@ mod verdict;
 mod warning;
 pub mod watch;
 
-pub use fix::{Fix, FixFigures, ProfileFigure};
+pub use fix::{
+    preemptible as fix_preemptible, Fix, FixFigures, MissRate, ProfileFigure, ReservationMiss,
+    TakenOut, Unexplained,
+};
 pub use histogram::{Histogram, Recorder, DEFAULT_BUCKET_NS};
 pub use verdict::{VerdictBasis, VerdictEntry, VerdictState};
 pub use warning::{Severity, Warning};
@@ -100,6 +103,10 @@ pub struct Record {
     /// (written by `advise`), each with the record it predicts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fixes: Vec<Fix>,
+    /// Per advised CPU, what no fix targets by name (written by `advise`
+    /// beside `fixes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unexplained: Vec<Unexplained>,
     /// Producer-specific extras (forecast results, sweep tables, trace-loss
     /// counters…) that other tools may ignore.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -131,6 +138,7 @@ impl Record {
             warnings: Vec::new(),
             verdicts: Vec::new(),
             fixes: Vec::new(),
+            unexplained: Vec::new(),
             extra: BTreeMap::new(),
         }
     }

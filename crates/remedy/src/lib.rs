@@ -183,7 +183,9 @@ pub fn apply(r: &Remedy, journal: &mut Restore) -> Result<Applied, RemedyError> 
         Remedy::Priority { tid, policy, prio } => {
             priority(*tid, policy, *prio, journal, &mut applied)
         }
-        Remedy::Reservation { .. } => Err(reservation_refused()),
+        Remedy::Reservation { budget, period } => {
+            reservation_valid(*budget, *period).and(Err(reservation_refused()))
+        }
     };
     match res {
         Ok(()) => Ok(applied),
@@ -318,7 +320,15 @@ pub fn check(r: &Remedy) -> Result<(), RemedyError> {
                 return Err(gone(*tid));
             }
         }
-        Remedy::Reservation { .. } => return Err(reservation_refused()),
+        Remedy::Reservation { budget, period } => {
+            reservation_valid(*budget, *period)?;
+            require_root()?;
+            return rt::deadline_permitted(*budget, *period).map_err(|e| {
+                RemedyError::Refused(format!(
+                    "this kernel refuses a SCHED_DEADLINE reservation of {budget} every {period} ({e}): it needs a kernel with the deadline class and bandwidth left in the root domain"
+                ))
+            });
+        }
     }
     require_root()
 }
@@ -335,18 +345,29 @@ fn require_root() -> Result<(), RemedyError> {
     }
 }
 
+fn reservation_valid(budget: Nanos, period: Nanos) -> Result<(), RemedyError> {
+    if budget.is_zero() || budget > period {
+        return Err(RemedyError::Usage(format!(
+            "a reservation of {budget} every {period} is not one: the budget must be above 0 and at most the period"
+        )));
+    }
+    Ok(())
+}
+
 fn reservation_refused() -> RemedyError {
     RemedyError::Refused(
-        "a reservation is applied by 'punctual reserve', which runs the command inside it; it cannot be given to a thread that is already running".into(),
+        "a reservation holds a thread punctual starts inside it ('punctual reserve' runs the command in it, 'punctual advise --apply ID --verify' the probe); it cannot be given to a thread that is already running".into(),
     )
 }
 
 impl Remedy {
-    /// Whether punctual can apply this fix at run time ([`apply`]); a
-    /// reservation needs `punctual reserve` to start the command. Whether
-    /// it can on this machine now is [`check`]'s to say.
+    /// Whether punctual can make this fix at run time. Every kind can: a
+    /// reservation too, though not through [`apply`]: it holds a thread
+    /// started inside it (`punctual reserve`'s command, or the probe
+    /// that verifies it), never one already running. Whether it can on
+    /// this machine now is [`check`]'s to say.
     pub fn runtime_applicable(&self) -> bool {
-        !matches!(self, Remedy::Reservation { .. })
+        true
     }
 
     /// One line naming the fix.
@@ -1028,7 +1049,7 @@ mod tests {
         let mut j = Restore::create(dir.path()).unwrap();
         let cases = [
             Remedy::Reservation {
-                budget: Nanos::from_ms(1),
+                budget: Nanos::from_ms(11),
                 period: Nanos::from_ms(10),
             },
             Remedy::Priority {
@@ -1074,6 +1095,36 @@ mod tests {
         }
         assert!(j.actions().is_empty());
         j.set_done();
+    }
+
+    /// A reservation is made for a thread punctual starts, never through
+    /// `apply`; `check` asks the kernel whether it would admit one.
+    #[test]
+    fn a_reservation_is_checked_by_the_kernel_but_never_applied_to_a_running_thread() {
+        let r = Remedy::Reservation {
+            budget: Nanos::from_us(100),
+            period: Nanos::from_ms(10),
+        };
+        assert!(r.runtime_applicable());
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Restore::create(dir.path()).unwrap();
+        let e = apply(&r, &mut j).unwrap_err();
+        assert!(e.to_string().contains("already running"), "{e}");
+        assert!(j.actions().is_empty());
+        j.set_done();
+        // SAFETY: plain syscall.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped the kernel's admission: not root");
+            return;
+        }
+        match check(&r) {
+            Ok(()) => {}
+            // Another run's deadline threads may hold the bandwidth.
+            Err(e) => assert!(
+                matches!(e, RemedyError::Refused(_)) && e.to_string().contains("refuses"),
+                "{e}"
+            ),
+        }
     }
 
     #[test]

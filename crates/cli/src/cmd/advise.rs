@@ -141,6 +141,8 @@ pub fn run(a: Args) -> CliResult {
         };
         println!("== advise: {shown} ({} record; {what})", rec.kind);
         rec.fixes = adv.fixes;
+        rec.unexplained = adv.remainder.clone();
+        simulate_reservations(&mut rec)?;
         print!(
             "{}",
             punctual_report::text::advise::advise_text(&rec, &adv.now, &adv.remainder, a.top)
@@ -151,6 +153,96 @@ pub fn run(a: Args) -> CliResult {
         write_json(&rec, &a.json)?;
     }
     Ok(())
+}
+
+/// Independent simulator runs per reservation mode: the spread over
+/// them gives the miss rate's interval.
+pub const RESERVATION_RUNS: u32 = 6;
+
+/// Student's t at 97.5 % for RESERVATION_RUNS − 1 degrees of freedom.
+const T_975_5DF: f64 = 2.571;
+
+/// Each reservation fix's miss rate, simulated on the record's gap
+/// process (`advise::reservation_scenario`), plain and with feedback,
+/// into its `predicted.reservation_miss`.
+fn simulate_reservations(rec: &mut Record) -> CliResult {
+    let plans: Vec<(usize, u32, Nanos, Nanos, u64)> = rec
+        .fixes
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.kind == "reservation")
+        .filter_map(|(i, f)| {
+            let n = |k: &str| f.target.get(k).and_then(|v| v.as_u64());
+            Some((
+                i,
+                f.cpu,
+                Nanos(n("budget")?),
+                Nanos(n("period")?),
+                n("over_reserve_percent").unwrap_or(0),
+            ))
+        })
+        .collect();
+    for (i, cpu, budget, period, over) in plans {
+        let rate = |kind: &str| -> CliResult<(punctual_record::MissRate, Nanos)> {
+            let text = advise::reservation_scenario(rec, cpu, budget, period, over, kind)
+                .map_err(|e| CliError::usage(format!("the reservation's simulation: {e}")))?;
+            let mut per_run = Vec::new();
+            let (mut periods, mut misses, mut run_ns) = (0u64, 0u64, Nanos::ZERO);
+            for seed in 1..=RESERVATION_RUNS as u64 {
+                let opts = punctual_sim::RunOptions {
+                    seed: Some(seed),
+                    timeline_window: Some(Nanos::ZERO),
+                    ..Default::default()
+                };
+                let (scn, out) = punctual_sim::run_text("reservation", &text, &[], &opts)
+                    .map_err(|e| CliError::runtime(format!("the reservation's simulation: {e}")))?;
+                let r = punctual_sim::to_record(&scn, &out, &[]);
+                run_ns = r.duration_ns;
+                let Some(p) = r
+                    .period_summary
+                    .iter()
+                    .find(|p| p.task == advise::RESERVED_TASK)
+                else {
+                    continue;
+                };
+                periods += p.periods;
+                misses += p.misses;
+                per_run.push(p.misses as f64 / p.periods.max(1) as f64);
+            }
+            Ok((miss_rate(periods, misses, &per_run), run_ns))
+        };
+        let (plain, run_ns) = rate("rez")?;
+        let (feedback, _) = rate("rez-fb")?;
+        rec.fixes[i].predicted.reservation_miss = Some(punctual_record::ReservationMiss {
+            runs: RESERVATION_RUNS,
+            run_ns,
+            plain,
+            feedback,
+        });
+    }
+    Ok(())
+}
+
+/// The pooled miss fraction, with a 95 % interval from the spread of the
+/// runs' fractions (a run's periods are correlated, the runs are not); no
+/// miss at all gives `[0, 3 / periods]` (the rule of three).
+fn miss_rate(periods: u64, misses: u64, per_run: &[f64]) -> punctual_record::MissRate {
+    let fraction = misses as f64 / periods.max(1) as f64;
+    let ci = if misses == 0 {
+        [0.0, (3.0 / periods.max(1) as f64).min(1.0)]
+    } else {
+        let n = per_run.len().max(1) as f64;
+        let mean = per_run.iter().sum::<f64>() / n;
+        let var = per_run.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+        let half = T_975_5DF * (var / n).sqrt();
+        [(fraction - half).max(0.0), (fraction + half).min(1.0)]
+    };
+    punctual_record::MissRate {
+        periods,
+        misses,
+        fraction,
+        ci,
+    }
 }
 
 /// The runtime change a fix names, in the remedy crate's terms: its
@@ -188,26 +280,14 @@ fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResul
         )));
     };
     let remedy = remedy_of(&rec.fixes[i])?;
-    if let Remedy::Reservation { .. } = remedy {
-        // The remedy crate's own refusal, and the command that makes it.
-        let why = remedy::check(&remedy)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        let how = rec.fixes[i]
-            .permanent_how
-            .lines()
-            .find_map(|l| l.split_once("ExecStart=").map(|(_, c)| c.to_string()))
-            .unwrap_or_else(|| remedy.permanent_how());
-        return Err(CliError::usage(format!(
-            "--apply {id}: {why}; run it as: {how}"
-        )));
-    }
     if !rec.fixes[i].runtime_applicable {
         return Err(CliError::usage(format!(
             "fix {id} cannot be applied at run time on the measured kernel; make it permanent \
              as its text says and measure again"
         )));
+    }
+    if let Remedy::Reservation { budget, period } = remedy {
+        return verify_reservation(rec, i, budget, period, profs, keep);
     }
     let again = punctual_measure::again::again(rec, &Default::default())?;
     let stop = crate::interrupt::stop_flag();
@@ -259,6 +339,101 @@ fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResul
         )));
     }
     Ok(())
+}
+
+/// `--apply` of a reservation: the probed task is what a reservation
+/// holds, so the record is measured again with the timer probe run as
+/// SCHED_DEADLINE at the fix's budget (over-reserved as the fix says)
+/// and period, and the busy loop as SCHED_DEADLINE with its whole period
+/// as budget (inside the fix's budget it would count the reservation's
+/// own throttling as stolen time; with the whole period it measures what
+/// is still stolen from a deadline thread). Nothing on the machine
+/// changes: the policy is the probe threads' own and ends with them, on
+/// every exit path. Like `punctual reserve` without `--cpu`, the probe
+/// runs where the kernel lets a deadline thread run (its root domain).
+fn verify_reservation(
+    rec: &mut Record,
+    i: usize,
+    budget: Nanos,
+    period: Nanos,
+    profs: &[Profile],
+    keep: bool,
+) -> CliResult {
+    let id = rec.fixes[i].id.clone();
+    if keep {
+        return Err(CliError::usage(format!(
+            "--keep {id}: a reservation lasts as long as the thread inside it, so there is \
+             nothing to keep; start the program under it: {}",
+            reserve_command(&rec.fixes[i])
+        )));
+    }
+    let over = rec.fixes[i]
+        .target
+        .get("over_reserve_percent")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    let runtime = Nanos(budget.0.saturating_mul(100 + over) / 100).min(period);
+    for (r, what) in [(runtime, "the probe"), (period, "the busy loop")] {
+        remedy::check(&Remedy::Reservation { budget: r, period }).map_err(|e| {
+            remedy_err(match e {
+                RemedyError::Refused(m) => RemedyError::Refused(format!("{m} (for {what})")),
+                other => other,
+            })
+        })?;
+    }
+    let dl = |runtime| punctual_live::rt::Policy::Deadline {
+        runtime,
+        deadline: period,
+        period,
+    };
+    let overrides = punctual_measure::again::Overrides {
+        timer_policy: Some(dl(runtime)),
+        noise_policy: Some(dl(period)),
+        ..Default::default()
+    };
+    let again = punctual_measure::again::again(rec, &overrides)?;
+    println!(
+        "\n== applied {id}: the probe runs as SCHED_DEADLINE {runtime} every {period} \
+         (the busy loop with all of {period}), where the kernel lets a deadline thread run; \
+         nothing else on the machine changes"
+    );
+    println!(
+        "== measuring again as the record was measured ({} for {})",
+        again.kind,
+        again.duration()
+    );
+    let stop = crate::interrupt::stop_flag();
+    let second =
+        punctual_measure::again::run_again(stop, &Terminal::default(), &again, rfc3339_now())?;
+    if let Some(w) = second.warnings.iter().find_map(|w| match w {
+        punctual_record::Warning::NoRealtimePolicy { asked, reason } => {
+            Some(format!("{asked}: {reason}"))
+        }
+        _ => None,
+    }) {
+        return Err(CliError::runtime(format!(
+            "the kernel refused the reservation to the probe ({w}), so nothing was verified"
+        )));
+    }
+    let fix = &mut rec.fixes[i];
+    let asked: Vec<Profile> = fix
+        .now
+        .profiles
+        .iter()
+        .filter_map(|p| profs.iter().find(|q| q.name == p.profile).cloned())
+        .collect();
+    fix.observed = Some(advise::figures(&second, fix.cpu, &asked));
+    print!("{}", punctual_report::text::advise::verify_text(fix));
+    println!("ended with the probe: the machine is as it was before --apply");
+    Ok(())
+}
+
+/// The `punctual reserve …` line of a reservation fix.
+fn reserve_command(f: &punctual_record::Fix) -> String {
+    f.permanent_how
+        .lines()
+        .find_map(|l| l.split_once("ExecStart=").map(|(_, c)| c.to_string()))
+        .unwrap_or_else(|| f.description.clone())
 }
 
 fn remedy_err(e: RemedyError) -> CliError {

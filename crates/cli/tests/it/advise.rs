@@ -88,12 +88,13 @@ fn the_fifo99_thread_is_found_and_its_fixes_predicted_from_the_record() {
     }
 }
 
-/// The reservation is predicted and ranked like any fix, and its text
-/// names the exact `punctual reserve` line; `--apply` on it is refused
-/// before anything changes, with the remedy crate's sentence and that
-/// line.
+/// The reservation is predicted and ranked like any fix, its text names
+/// the exact `punctual reserve` line, its miss rate is simulated on the
+/// record's gap process (plain and with feedback, each with its interval),
+/// and `--keep` on it is refused before anything runs: a reservation lasts
+/// as long as its thread.
 #[test]
-fn a_reservation_is_offered_with_its_command_and_refused_at_apply() {
+fn a_reservation_is_offered_with_its_command_and_its_simulated_miss_rate() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("fixes.json");
     let f = fixture("advise-check-fifo99.json");
@@ -127,7 +128,39 @@ fn a_reservation_is_offered_with_its_command_and_refused_at_apply() {
     // It takes out the FIFO-99 thread, as lowering that thread does.
     let prio = rec.fixes.iter().find(|x| x.kind == "priority").unwrap();
     assert_eq!(res.predicted.p99_ns, prio.predicted.p99_ns);
-    assert!(!res.runtime_applicable);
+    // Measured on a 6.18 kernel, which has SCHED_DEADLINE.
+    assert!(res.runtime_applicable);
+    // The simulation ran for the record's duration, every run, in
+    // periods of the fix's period, in both modes.
+    let m = res
+        .predicted
+        .reservation_miss
+        .as_ref()
+        .expect("a simulated miss rate");
+    assert_eq!(m.run_ns, rec.duration_ns);
+    let want = m.runs as u64 * (m.run_ns.0 / 2_000_000);
+    for r in [&m.plain, &m.feedback] {
+        assert!(r.periods.abs_diff(want) <= m.runs as u64, "{r:?} vs {want}");
+        assert!(r.misses <= r.periods);
+        assert!(r.ci[0] <= r.fraction && r.fraction <= r.ci[1], "{r:?}");
+    }
+    assert!(
+        text.contains("periods short of the budget, simulated"),
+        "{text}"
+    );
+    // Only the reservation carries one.
+    assert!(rec
+        .fixes
+        .iter()
+        .filter(|x| x.kind != "reservation")
+        .all(|x| x.predicted.reservation_miss.is_none()));
+    // The breakdown of what no fix names is in the record, typed.
+    let u = &rec.unexplained[0];
+    assert_eq!(u.cpu, 1);
+    assert!(u.gain_all_log10 >= u.gain_named_log10);
+    assert!(u.below_share + u.no_event_share <= 1.0);
+    assert!(!u.tell_more.is_empty());
+    assert_eq!(u.dominates, text.contains("unexplained on CPU 1"));
     let o = advise(&[
         f.to_str().unwrap(),
         "--profile",
@@ -135,11 +168,12 @@ fn a_reservation_is_offered_with_its_command_and_refused_at_apply() {
         "--apply",
         &res.id,
         "--verify",
+        "--keep",
     ]);
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8(o.stderr).unwrap();
     assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.contains("already running"), "{e}");
+    assert!(e.contains("nothing to keep"), "{e}");
     assert!(e.contains(&line), "{e}");
 }
 
@@ -300,4 +334,75 @@ fn apply_verify_measures_again_and_puts_the_knob_back() {
         .unwrap();
     let o = f.observed.as_ref().expect("observed figures written");
     assert!(o.stolen_fraction.is_some());
+}
+
+/// A FIFO 99 thread on CPU 1 above the FIFO 95 probe: advise offers a
+/// reservation, and `--apply ID --verify` measures again with the probe
+/// run as SCHED_DEADLINE at the fix's budget and period, writing the
+/// observed figures beside the predicted ones. Root only.
+#[test]
+fn a_reservation_is_verified_with_the_probe_inside_it() {
+    let _live = crate::common::live();
+    if !is_root() {
+        eprintln!("skipped: needs root (SCHED_DEADLINE, SCHED_FIFO, tracefs)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("c.json");
+    let o = punctual(&[
+        "check",
+        "--cpus",
+        "1",
+        "--duration",
+        "4s",
+        "--cause",
+        "--load",
+        "cpu:threads=1,policy=fifo,priority=99,cpus=1,duty=5%,period=20ms",
+        "--json",
+        rec.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let adv = dir.path().join("a.json");
+    let o = advise(&[
+        rec.to_str().unwrap(),
+        "--profile",
+        "ADSL 2 ms × 2",
+        "--json",
+        adv.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a = Record::read(&adv).unwrap();
+    let Some(res) = a.fixes.iter().find(|f| f.kind == "reservation") else {
+        eprintln!("skipped: no thread above the probe was attributed in 4 s on this machine");
+        return;
+    };
+    assert!(res.runtime_applicable);
+    let out = dir.path().join("v.json");
+    let o = advise(&[
+        rec.to_str().unwrap(),
+        "--profile",
+        "ADSL 2 ms × 2",
+        "--apply",
+        &res.id,
+        "--verify",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    // Admission depends on the deadline threads of other runs, and can
+    // change between the check and the probe's own request.
+    if err.contains("refuses a SCHED_DEADLINE") || err.contains("refused the reservation") {
+        eprintln!("skipped: the kernel admits no deadline thread now: {err}");
+        return;
+    }
+    assert!(o.status.success(), "{err}\n{text}");
+    assert!(text.contains("the probe runs as SCHED_DEADLINE"), "{text}");
+    assert!(text.contains("observed/pred"), "{text}");
+    let v = Record::read(&out).unwrap();
+    let f = v.fixes.iter().find(|f| f.id == res.id).unwrap();
+    assert!(f.predicted.reservation_miss.is_some());
+    let obs = f.observed.as_ref().expect("observed figures written");
+    assert_eq!(obs.series, f.predicted.series);
+    assert!(obs.p99_ns > punctual_record::Nanos::ZERO);
 }

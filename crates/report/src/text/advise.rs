@@ -60,17 +60,16 @@ pub fn now_line(cpu: u32, f: &FixFigures) -> String {
 /// named cause together: how much it is, what it likely is on this
 /// kernel, and what would tell more. Empty otherwise.
 pub fn remainder_line(r: &Remainder) -> String {
-    if !r.dominates() {
+    if !r.dominates {
         return String::new();
     }
-    let total = (r.named_ns.0 + r.below_ns.0 + r.unexplained_ns.0).max(1) as f64;
-    let share = |x: Nanos| format!("{:.0}%", x.0 as f64 / total * 100.0);
+    let share = |x: f64| format!("{:.0}%", x * 100.0);
     let mut parts = Vec::new();
     if r.below_ns > Nanos::ZERO {
         parts.push(format!(
             "{} is {} thread(s) and kworker(s) below the task's priority (SCHED_OTHER work, \
              mostly) that held the CPU {}",
-            share(r.below_ns),
+            share(r.below_share),
             r.below_sources,
             if r.preemptible() {
                 "in preempt-off sections".to_string()
@@ -82,24 +81,13 @@ pub fn remainder_line(r: &Remainder) -> String {
             }
         ));
     }
-    if r.unexplained_ns > Nanos::ZERO {
+    if r.no_event_ns > Nanos::ZERO {
         parts.push(format!(
             "{} has no source (no guest event: likely the hypervisor or the hardware)",
-            share(r.unexplained_ns)
+            share(r.no_event_share)
         ));
     }
-    let mut learn = vec!["measure longer with --cause".to_string()];
-    if r.below_ns > Nanos::ZERO && !r.preemptible() {
-        learn.push(
-            "again with full preemption (--apply preempt-full --verify, or a preemptible \
-             kernel)"
-                .into(),
-        );
-    }
-    if r.unexplained_ns > Nanos::ZERO {
-        learn.push("on the host or bare metal for the time with no guest event".into());
-    }
-    let learn = learn.join(", ");
+    let learn = r.tell_more.join(", ");
     format!(
         "unexplained on CPU {}: taking out all attributed time would buy a gain of {:.2}, the \
          named causes alone {:.2}; of the attributed time {}; fixes rank by the named causes \
@@ -211,6 +199,9 @@ pub fn advise_text(
                 meeting(&f.now)
             ));
         }
+        if let Some(m) = &f.predicted.reservation_miss {
+            out.push_str(&reservation_miss_line(m));
+        }
         if f.gain_all_log10 > f.gain_log10 + 0.005 {
             out.push_str(&format!(
                 "   ranked by the named causes it takes out (gain {:.2}); with the \
@@ -254,6 +245,29 @@ pub fn advise_text(
         rec.spikes_dropped
     ));
     out
+}
+
+/// The simulated share of a reservation's periods short of the budget,
+/// plain beside feedback.
+fn reservation_miss_line(m: &punctual_record::ReservationMiss) -> String {
+    let rate = |r: &punctual_record::MissRate| {
+        format!(
+            "{:.3}% (95% CI {:.3}%–{:.3}%, {} of {})",
+            r.fraction * 100.0,
+            r.ci[0] * 100.0,
+            r.ci[1] * 100.0,
+            r.misses,
+            r.periods
+        )
+    };
+    format!(
+        "   periods short of the budget, simulated on the record's gap process ({} runs of \
+         {}): plain {}, with feedback {}\n",
+        m.runs,
+        m.run_ns,
+        rate(&m.plain),
+        rate(&m.feedback)
+    )
 }
 
 fn pct_cost(x: f64) -> String {
