@@ -14,5 +14,6 @@ pub mod format;
 pub mod recorder;
 pub mod ring;
 pub mod rings;
+pub mod tracedat;
 pub mod tracefs;
 pub mod watch;

@@ -23,7 +23,8 @@ pub use punctual_record::cause::{
 use crate::attribute::{Attributor, SourceTotal, Symbols, WindowSplit, PAGE_FAULT_NAME};
 use crate::event::Decoder;
 use crate::format::{HeaderEvent, HeaderPage};
-use crate::rings::{drain_ring, Rings};
+use crate::rings::{drain_ring_raw, Rings};
+use crate::tracedat::{RawKeep, RawWindow, TraceDatMeta, STOP_MAX_BYTES_PER_CPU};
 use crate::tracefs::{Instance, NoTracing};
 use crate::watch::WatchLog;
 
@@ -96,6 +97,10 @@ pub struct Options {
     pub watch: Vec<i32>,
     /// With `watch`: the wake-up latency that ends the run.
     pub stop_at: Option<crate::watch::StopAt>,
+    /// Keep the newest pages of each ring raw, this far back from the
+    /// newest (for `--stop-raw`: the window before a `--stop-at` event as
+    /// a `trace.dat`); at most [`crate::tracedat::STOP_MAX_BYTES_PER_CPU`].
+    pub keep_raw: Option<Nanos>,
 }
 
 impl Default for Options {
@@ -111,6 +116,7 @@ impl Default for Options {
             wakeups: false,
             watch: Vec::new(),
             stop_at: None,
+            keep_raw: None,
         }
     }
 }
@@ -224,6 +230,7 @@ pub fn parse_interrupts(text: &str) -> BTreeMap<u32, BTreeMap<String, u64>> {
 struct ReaderOut {
     attributor: Attributor,
     watch: Option<WatchLog>,
+    raw: Option<RawKeep>,
     /// Threads of this process named `punctual*` seen while recording.
     own: BTreeMap<i32, String>,
     pages: u64,
@@ -266,6 +273,7 @@ pub struct FlightRecorder {
     enabled: Vec<String>,
     missing: Vec<String>,
     opts: Options,
+    meta: Option<TraceDatMeta>,
 }
 
 impl std::fmt::Debug for FlightRecorder {
@@ -353,6 +361,13 @@ impl FlightRecorder {
                 v
             }
         });
+        let meta = opts
+            .keep_raw
+            .map(|_| TraceDatMeta::read(&events_dir, &enabled));
+        let raw = opts.keep_raw.map(|w| {
+            let page = hp.page_size();
+            RawKeep::new(w, STOP_MAX_BYTES_PER_CPU / page.max(1), page)
+        });
         let max_segments = opts.max_segments;
         let poll = opts.poll;
         let s2 = Arc::clone(&stop);
@@ -360,7 +375,7 @@ impl FlightRecorder {
             .name("punctual-trace".into())
             .spawn(move || {
                 pin(&reader_cpus);
-                read_loop(files, hp, he, decoder, max_segments, poll, s2, watch)
+                read_loop(files, hp, he, decoder, max_segments, poll, s2, watch, raw)
             })
             .map_err(|e| fail("cannot start the trace reader", &e))?;
         let before = KernelSnap::read();
@@ -381,6 +396,7 @@ impl FlightRecorder {
             enabled,
             missing,
             opts: opts.clone(),
+            meta,
         })
     }
 
@@ -462,6 +478,10 @@ impl FlightRecorder {
             rt_runtime_us: read_knob("/proc/sys/kernel/sched_rt_runtime_us"),
             rt_period_us: read_knob("/proc/sys/kernel/sched_rt_period_us"),
             watch: out.watch,
+            raw: out
+                .raw
+                .zip(self.meta.take())
+                .map(|(keep, meta)| RawWindow { keep, meta }),
         })
     }
 }
@@ -515,10 +535,12 @@ fn read_loop(
     poll: Duration,
     stop: Arc<AtomicBool>,
     watch: Option<WatchLog>,
+    raw: Option<RawKeep>,
 ) -> ReaderOut {
     let mut out = ReaderOut {
         attributor: Attributor::new(max_segments),
         watch,
+        raw,
         pages: 0,
         events: 0,
         missed_pages: BTreeMap::new(),
@@ -537,11 +559,15 @@ fn read_loop(
         let last_round = stop.load(Ordering::Relaxed);
         for (cpu, f) in files.iter_mut() {
             let cpu = *cpu;
-            drain_ring(f, &mut buf, &hp, &he, |page| {
+            drain_ring_raw(f, &mut buf, &hp, &he, |bytes, page| {
                 let Ok(page) = page else {
                     out.malformed += 1;
                     return;
                 };
+                if let Some(k) = out.raw.as_mut() {
+                    let last = page.events.last().map_or(page.base_ts, |e| e.ts);
+                    k.push(cpu, last, bytes);
+                }
                 out.pages += 1;
                 out.malformed += page.malformed;
                 if page.missed {
@@ -556,6 +582,20 @@ fn read_loop(
                     if let Some(d) = decoder.decode(ev.ts, ev.data) {
                         if let Some(w) = out.watch.as_mut() {
                             w.feed(cpu, &d);
+                        }
+                        if let (
+                            Some(k),
+                            crate::event::Event::Switch {
+                                prev_pid,
+                                prev_comm,
+                                next_pid,
+                                next_comm,
+                                ..
+                            },
+                        ) = (out.raw.as_mut(), &d.event)
+                        {
+                            k.comms.insert(*prev_pid, prev_comm.clone());
+                            k.comms.insert(*next_pid, next_comm.clone());
                         }
                         out.attributor.feed(cpu, &d);
                         out.events += 1;
@@ -681,6 +721,8 @@ pub struct Trace {
     pub rt_period_us: Option<i64>,
     /// The watched threads' scheduler events (`Options::watch`).
     pub watch: Option<WatchLog>,
+    /// The newest pages, raw (`Options::keep_raw`).
+    pub raw: Option<RawWindow>,
 }
 
 /// The rest of an interval that holds events (time the trace charges to
@@ -1336,6 +1378,7 @@ mod tests {
             rt_runtime_us: None,
             rt_period_us: None,
             watch: None,
+            raw: None,
         }
     }
 
