@@ -101,6 +101,11 @@ pub struct Options {
     /// newest (for `--stop-raw`: the window before a `--stop-at` event as
     /// a `trace.dat`); at most [`crate::tracedat::STOP_MAX_BYTES_PER_CPU`].
     pub keep_raw: Option<Nanos>,
+    /// A `sched_switch` filter under which the kernel also records the
+    /// stack of the task switched out (the `stacktrace` trigger): e.g. the
+    /// switches into a probe from a task that held its CPU. Each stack
+    /// costs its unwinding on that switch, i.e. on the probe's wake-up.
+    pub stack_filter: Option<String>,
 }
 
 impl Default for Options {
@@ -117,6 +122,7 @@ impl Default for Options {
             watch: Vec::new(),
             stop_at: None,
             keep_raw: None,
+            stack_filter: None,
         }
     }
 }
@@ -361,6 +367,15 @@ impl FlightRecorder {
                 v
             }
         });
+        let mut enabled = enabled;
+        let mut missing = missing;
+        if let Some(f) = &opts.stack_filter {
+            let trigger = format!("stacktrace if {f}");
+            match inst.add_trigger("sched/sched_switch", &trigger) {
+                Ok(()) => enabled.push("sched/sched_switch:stacktrace".into()),
+                Err(_) => missing.push("sched/sched_switch:stacktrace".into()),
+            }
+        }
         let meta = opts
             .keep_raw
             .map(|_| TraceDatMeta::read(&events_dir, &enabled));

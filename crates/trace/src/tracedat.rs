@@ -16,6 +16,9 @@ use std::path::Path;
 
 use punctual_units::Nanos;
 
+use crate::format::{HeaderEvent, HeaderPage};
+use crate::ring::parse_page;
+
 /// What `trace-cmd report` needs besides the pages, read from tracefs when
 /// the recording starts (the formats do not change while it runs).
 #[derive(Clone, Debug, Default)]
@@ -216,6 +219,109 @@ impl RawWindow {
         let bytes = self.keep.to_trace_dat(&self.meta, &kallsyms);
         punctual_record::write_atomic(path, &bytes)
     }
+}
+
+/// A kernel stack the `stacktrace` trigger recorded: the task switched
+/// out (the one that held the CPU) and where it was, innermost first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelStack {
+    pub ts: u64,
+    pub cpu: u32,
+    pub pid: i32,
+    pub frames: Vec<u64>,
+}
+
+/// The `kernel_stack` records of `pages` (the layout of ftrace's
+/// `kernel_stack` format: `int size` at 8, the `size` return addresses
+/// from 16), with the type id `id`.
+pub fn stacks_in(
+    cpu: u32,
+    pages: &[Vec<u8>],
+    hp: &HeaderPage,
+    he: &HeaderEvent,
+    id: u16,
+) -> Vec<KernelStack> {
+    let mut out = Vec::new();
+    for p in pages {
+        let Ok(page) = parse_page(p, hp, he) else {
+            continue;
+        };
+        for ev in &page.events {
+            let d = ev.data;
+            let rd = |at: usize, n: usize| d.get(at..at + n);
+            let Some(ty) = rd(0, 2).map(|b| u16::from_le_bytes([b[0], b[1]])) else {
+                continue;
+            };
+            if ty != id {
+                continue;
+            }
+            let pid = rd(4, 4).map_or(0, |b| i32::from_le_bytes(b.try_into().unwrap_or([0; 4])));
+            let n = rd(8, 4).map_or(0, |b| i32::from_le_bytes(b.try_into().unwrap_or([0; 4])));
+            let frames = (0..n.max(0) as usize)
+                .map_while(|i| rd(16 + 8 * i, 8))
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                .take_while(|&a| a != 0 && a != u64::MAX)
+                .collect();
+            out.push(KernelStack {
+                ts: ev.ts,
+                cpu,
+                pid,
+                frames,
+            });
+        }
+    }
+    out
+}
+
+impl RawWindow {
+    /// Every kernel stack in the window, per CPU in time order.
+    pub fn stacks(&self) -> Vec<KernelStack> {
+        let (Ok(hp), Ok(he)) = (
+            HeaderPage::parse(&self.meta.header_page),
+            HeaderEvent::parse(&self.meta.header_event),
+        ) else {
+            return Vec::new();
+        };
+        let Some(id) = self
+            .meta
+            .ftrace_formats
+            .iter()
+            .find(|f| f.starts_with("name: kernel_stack\n"))
+            .and_then(|f| {
+                f.lines()
+                    .find_map(|l| l.strip_prefix("ID: ")?.trim().parse().ok())
+            })
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (&cpu, q) in &self.keep.pages {
+            let pages: Vec<Vec<u8>> = q.iter().map(|p| p.1.clone()).collect();
+            out.extend(stacks_in(cpu, &pages, &hp, &he, id));
+        }
+        out
+    }
+
+    /// The last stack recorded on `cpu` from `from` to `to` (trace clock):
+    /// for a switch that ended an event there, the stack of what held the
+    /// CPU until then.
+    pub fn stack_in(&self, cpu: u32, from: u64, to: u64) -> Option<KernelStack> {
+        self.stacks()
+            .into_iter()
+            .filter(|s| s.cpu == cpu && s.ts >= from && s.ts <= to)
+            .max_by_key(|s| s.ts)
+    }
+}
+
+/// A stack as function names (`name+0xoff`) from `/proc/kallsyms`, the
+/// address in hex where no symbol covers it.
+pub fn symbolize(frames: &[u64], kallsyms: &str) -> Vec<String> {
+    use crate::attribute::Symbolizer;
+    let syms = crate::attribute::Symbols::parse(kallsyms);
+    frames
+        .iter()
+        .map(|&a| syms.name(a).unwrap_or_else(|| format!("{a:#x}")))
+        .collect()
 }
 
 #[cfg(test)]

@@ -32,10 +32,22 @@ fn the_raw_window_is_a_trace_dat_trace_cmd_reads() {
     let opts = Options {
         journal_dir: dir.path().join("run"),
         keep_raw: Some(Nanos::from_ms(1000)),
+        // The sleeper's own stack each time it blocks.
+        stack_filter: Some("prev_comm == \"rawdat-sleeper\"".into()),
         ..Options::default()
     };
     let cpus = punctual_trace::recorder::online_cpus();
     let rec = FlightRecorder::start(&cpus, &opts).expect("tracing");
+    // The trigger's removal is in the restore journal while it runs.
+    let journal = dir
+        .path()
+        .join("run")
+        .join(format!("trace-journal-{}.json", std::process::id()));
+    let j = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        j.contains("!stacktrace if prev_comm"),
+        "the trigger is journaled: {j}"
+    );
     // A thread that sleeps and wakes: every wake-up is a switch in and out.
     let h = std::thread::Builder::new()
         .name("rawdat-sleeper".into())
@@ -50,6 +62,7 @@ fn the_raw_window_is_a_trace_dat_trace_cmd_reads() {
         .unwrap();
     let tid = h.join().unwrap();
     let trace = rec.stop().expect("trace");
+    assert!(!journal.exists(), "stopping undid the journal");
     let raw = trace.raw.as_ref().expect("the raw window was kept");
     assert!(!raw.keep.is_empty(), "pages were kept");
     let path = dir.path().join("trace.dat");
@@ -81,5 +94,20 @@ fn the_raw_window_is_a_trace_dat_trace_cmd_reads() {
     assert!(
         text.contains("rawdat-sleeper"),
         "its name comes from the file's process table"
+    );
+    // The stacktrace trigger: trace-cmd prints each stack after its
+    // switch, and the window decodes them itself.
+    assert!(
+        text.contains("kernel_stack:"),
+        "no stack in the report; missing {:?}",
+        trace.missing
+    );
+    let stacks: Vec<_> = raw.stacks().into_iter().filter(|s| s.pid == tid).collect();
+    assert!(stacks.len() >= 50, "{} stacks of the sleeper", stacks.len());
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let names = punctual_trace::tracedat::symbolize(&stacks[0].frames, &kallsyms);
+    assert!(
+        names.iter().any(|n| n.contains("nanosleep")),
+        "a sleeper blocks in nanosleep: {names:?}"
     );
 }
