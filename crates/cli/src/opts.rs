@@ -278,6 +278,28 @@ pub fn write_stop_raw(
     Ok(())
 }
 
+/// Writes the second before `at` (on the record's time zero) as a
+/// Perfetto trace: the spikes on each CPU's track, with what filled each.
+pub fn write_stop_trace(
+    p: &std::path::Path,
+    rec: &punctual_record::Record,
+    at: u64,
+) -> Result<(), CliError> {
+    let from = at.saturating_sub(STOP_TRACE_WINDOW.0);
+    let mut window = rec.clone();
+    window
+        .spikes
+        .retain(|s| s.at_ns.0 >= from && s.at_ns.0 <= at);
+    let bytes =
+        punctual_report::perfetto::render(&[punctual_report::Input::new(rec.kind.clone(), window)]);
+    crate::output::write_bytes("--stop-trace", p, &bytes)?;
+    eprintln!(
+        "trace of the second before the event written to {}",
+        p.display()
+    );
+    Ok(())
+}
+
 /// How far before the stopping event `--stop-trace` reaches.
 pub const STOP_TRACE_WINDOW: Nanos = Nanos(1_000_000_000);
 
@@ -305,21 +327,7 @@ impl StopArgs {
             return Ok(());
         };
         let at = e.get("at_ns").and_then(|v| v.as_u64()).unwrap_or(0);
-        let from = at.saturating_sub(STOP_TRACE_WINDOW.0);
-        let mut window = rec.clone();
-        window
-            .spikes
-            .retain(|s| s.at_ns.0 >= from && s.at_ns.0 <= at);
-        let bytes = punctual_report::perfetto::render(&[punctual_report::Input::new(
-            rec.kind.clone(),
-            window,
-        )]);
-        crate::output::write_bytes("--stop-trace", p, &bytes)?;
-        eprintln!(
-            "trace of the second before the event written to {}",
-            p.display()
-        );
-        Ok(())
+        write_stop_trace(p, rec, at)
     }
 
     /// Runs `--on-threshold` when the run stopped at its threshold; its

@@ -80,18 +80,33 @@ pub fn stop_stack(raw: &RawWindow, rec: &mut Record) {
         .spikes
         .iter()
         .find(|s| u64::from(s.cpu) == cpu && s.value_ns.0 == value);
-    let mut threads: Vec<&punctual_record::SourceShare> = spike
-        .map(|s| s.causes.iter().filter(|c| c.kind == "thread").collect())
-        .unwrap_or_default();
-    threads.sort_by(|a, b| b.share.total_cmp(&a.share));
-    let Some(s) = pick_stack(raw, cpu as u32, from, to, &threads) else {
+    let causes = spike.map(|s| s.causes.clone()).unwrap_or_default();
+    let Some(stack) = event_stack(raw, cpu as u32, from, to, &causes, &[]) else {
         return;
     };
-    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
-    let stack = stack_json(raw, &s, &kallsyms);
+    let stack = serde_json::to_value(stack).unwrap_or(serde_json::Value::Null);
     if let Some(e) = rec.extra.get_mut("stopped_at") {
         e["stack"] = stack;
     }
+}
+
+/// The stack of what held `cpu` from `from` to `to` (trace clock) during
+/// an event whose causes are `causes`, never one of `exclude`'s: see
+/// [`stop_stack`].
+pub fn event_stack(
+    raw: &RawWindow,
+    cpu: u32,
+    from: u64,
+    to: u64,
+    causes: &[punctual_record::SourceShare],
+    exclude: &[i32],
+) -> Option<punctual_record::watch::KernelStack> {
+    let mut threads: Vec<&punctual_record::SourceShare> =
+        causes.iter().filter(|c| c.kind == "thread").collect();
+    threads.sort_by(|a, b| b.share.total_cmp(&a.share));
+    let s = pick_stack(raw, cpu, from, to, &threads, exclude)?;
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    Some(stack_record(raw, &s, &kallsyms))
 }
 
 /// The stack [`stop_stack`] keeps: of `threads` (named `comm/pid`, most
@@ -103,11 +118,12 @@ fn pick_stack(
     from: u64,
     to: u64,
     threads: &[&punctual_record::SourceShare],
+    exclude: &[i32],
 ) -> Option<KernelStack> {
     let inside: Vec<KernelStack> = raw
         .stacks()
         .into_iter()
-        .filter(|s| s.cpu == cpu && s.ts >= from && s.ts <= to)
+        .filter(|s| s.cpu == cpu && s.ts >= from && s.ts <= to && !exclude.contains(&s.pid))
         .filter(|s| {
             !raw.keep
                 .comms
@@ -124,16 +140,20 @@ fn pick_stack(
     inside.last().cloned()
 }
 
-/// A kernel stack as the record keeps it: the task (`name/pid`) and its
-/// frames, innermost first, as `function+0xoffset`.
-pub fn stack_json(raw: &RawWindow, s: &KernelStack, kallsyms: &str) -> serde_json::Value {
+/// A kernel stack as the record keeps it, its frames named from
+/// `kallsyms`.
+pub fn stack_record(
+    raw: &RawWindow,
+    s: &KernelStack,
+    kallsyms: &str,
+) -> punctual_record::watch::KernelStack {
     let name = raw.keep.comms.get(&s.pid).cloned().unwrap_or_default();
-    serde_json::json!({
-        "task": format!("{name}/{}", s.pid),
-        "pid": s.pid,
-        "mono_ns": s.ts,
-        "frames": punctual_trace::tracedat::symbolize(&s.frames, kallsyms),
-    })
+    punctual_record::watch::KernelStack {
+        task: format!("{name}/{}", s.pid),
+        pid: s.pid,
+        mono_ns: s.ts,
+        frames: punctual_trace::tracedat::symbolize(&s.frames, kallsyms),
+    }
 }
 
 fn no_tracing(rec: &mut Record, reason: String) {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use punctual_record::{Nanos, Record, Warning};
 use punctual_trace::recorder::{FlightRecorder, Options};
+use punctual_trace::tracedat::RawWindow;
 use punctual_trace::watch::{StopAt, WatchSpec};
 
 use crate::MeasureError;
@@ -29,7 +30,17 @@ pub struct WatchRequest {
     pub buffer_kb: u32,
     /// Slowest wake-ups kept per thread in the spike log.
     pub max_spikes: usize,
+    /// What to keep of a `--stop-at` event besides its causes.
+    pub evidence: crate::Evidence,
 }
+
+/// How long after a switch its stack may be stamped: the unwinding runs in
+/// the switch's tracepoint, tens of microseconds at worst on a busy VM.
+const STACK_AFTER_SWITCH: Nanos = Nanos(500_000);
+
+/// Every switch away from a task, on every CPU: a watched thread can wait
+/// on any of them, and what held it is whatever ran there.
+pub const WATCH_STACK_FILTER: &str = "prev_pid != 0";
 
 /// The process and the threads a request names, as found in /proc.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,13 +114,14 @@ fn alive(pid: i32) -> bool {
 /// Records the target's threads into `rec` until the duration, the stop
 /// flag (Ctrl-C: the record keeps what was seen, marked interrupted),
 /// `--stop-at` or the process's exit. Without tracefs there is nothing to
-/// watch with: that is a run that could not be made.
+/// watch with: that is a run that could not be made. With
+/// `req.evidence`, the recorder's last pages come back raw.
 pub fn run(
     rec: &mut Record,
     req: &WatchRequest,
     t: &Target,
     stop: Arc<AtomicBool>,
-) -> Result<(), MeasureError> {
+) -> Result<Option<RawWindow>, MeasureError> {
     rec.set_config("pid", t.pid);
     rec.set_config("command", &t.command);
     rec.set_config("tids", t.threads.iter().map(|x| x.0).collect::<Vec<i32>>());
@@ -137,8 +149,14 @@ pub fn run(
         } else {
             Options::default().poll
         },
+        keep_raw: (req.evidence.raw || req.evidence.stacks)
+            .then_some(punctual_trace::tracedat::STOP_WINDOW),
+        stack_filter: req.evidence.stacks.then(|| WATCH_STACK_FILTER.to_string()),
         ..Options::default()
     };
+    if req.evidence.stacks {
+        rec.set_config("stop_stacks", true);
+    }
     let cpus = punctual_live::sysinfo::online_cpus();
     let recorder = FlightRecorder::start(&cpus, &opts).map_err(|e| {
         MeasureError::Runtime(format!(
@@ -183,7 +201,18 @@ pub fn run(
         origin: origin.0,
         stop_at: req.stop_at,
     };
-    trace.fill_watch(rec, &spec);
+    let mut sum = trace.fill_watch(rec, &spec);
+    if let (Some(raw), Some(s)) = (&trace.raw, sum.stopped_at.as_mut()) {
+        if req.evidence.stacks {
+            // The switch-in is the sched_switch's time; the stack of the
+            // task it switched away from is written right after it.
+            let run = origin.0 + s.at_ns.0;
+            let from = run.saturating_sub(s.latency_ns.0);
+            let to = run + STACK_AFTER_SWITCH.0;
+            s.stack = crate::attach::event_stack(raw, s.cpu, from, to, &s.causes, &[s.tid]);
+            rec.set_watch(&sum);
+        }
+    }
     if exited {
         rec.warnings.push(Warning::Other {
             message: format!(
@@ -193,7 +222,7 @@ pub fn run(
         });
     }
     crate::session::finish_record(rec, elapsed, req.duration);
-    Ok(())
+    Ok(trace.raw)
 }
 
 #[cfg(test)]

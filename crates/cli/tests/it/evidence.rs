@@ -234,3 +234,99 @@ fn noise_stop_raw_is_written_only_when_the_threshold_was_crossed() {
     assert!(out.status.success(), "{out:?}");
     assert!(!quiet.exists(), "no event, no file");
 }
+
+/// A thread of this process on `cpu` that sleeps 1 ms at a time at
+/// SCHED_FIFO 10 until `stop`, as a real-time loop does.
+pub fn periodic(
+    cpu: usize,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> (i32, std::thread::JoinHandle<()>) {
+    let tid = Arc::new(AtomicI32::new(0));
+    let t2 = Arc::clone(&tid);
+    let h = std::thread::Builder::new()
+        .name("evidence-loop".into())
+        .spawn(move || {
+            // SAFETY: plain syscalls on this thread.
+            unsafe {
+                t2.store(libc::gettid(), Ordering::SeqCst);
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                let p = libc::sched_param { sched_priority: 10 };
+                libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
+            }
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap();
+    while tid.load(Ordering::SeqCst) == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    (tid.load(Ordering::SeqCst), h)
+}
+
+/// `watch --stop-at` keeps the same evidence as the probes: the event's
+/// causes, the Perfetto window, the raw trace.dat and the stack of what
+/// held the CPU — here a FIFO 99 spin of 5 ms on the CPU of a FIFO 10
+/// loop of this process.
+#[test]
+fn watch_stop_at_keeps_the_same_evidence() {
+    if let Some(r) = live_skip() {
+        eprintln!("skipped: {r}");
+        return;
+    }
+    let _live = live();
+    let dir = tempfile::tempdir().unwrap();
+    let (dat, pf, j) = (
+        dir.path().join("w.dat"),
+        dir.path().join("w.pf.json"),
+        dir.path().join("w.json"),
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tid, h) = periodic(1, Arc::clone(&stop));
+    let blocker = Blocker::start(1, Duration::from_millis(2000), Duration::from_millis(5));
+    let out = punctual()
+        .args(["watch", "--pid", &std::process::id().to_string()])
+        .args(["--tid", &tid.to_string(), "--duration", "20s"])
+        .args(["--stop-at", "3ms", "--stop-stacks", "--stop-raw"])
+        .arg(&dat)
+        .arg("--stop-trace")
+        .arg(&pf)
+        .arg("--json")
+        .arg(&j)
+        .env("PUNCTUAL_RUN_DIR", dir.path().join("run"))
+        .output()
+        .unwrap();
+    let spinner = format!("evidence-spin/{}", blocker.tid);
+    drop(blocker);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v = read_json(&j);
+    let s = &v["extra"]["watch"]["stopped_at"];
+    assert_eq!(s["tid"], tid, "{s}");
+    assert!(s["latency_ns"].as_u64().unwrap() > 3_000_000, "{s}");
+    let causes = s["causes"].as_array().expect("the event's causes");
+    let share: f64 = causes.iter().map(|c| c["share"].as_f64().unwrap()).sum();
+    assert!((share - 1.0).abs() < 0.01, "the shares add up: {share}");
+    let frames = s["stack"]["frames"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a stack: {s}"));
+    assert!(frames
+        .iter()
+        .any(|f| f.as_str().unwrap_or("").starts_with("__schedule")));
+    if causes[0]["name"].as_str() == Some(spinner.as_str()) {
+        assert_eq!(s["stack"]["task"].as_str(), Some(spinner.as_str()), "{s}");
+    }
+    let text = report(&dat);
+    assert!(
+        text.contains(&format!(":{tid} [")),
+        "the watched thread's switches are in the raw window"
+    );
+    let perfetto = read_json(&pf);
+    assert!(perfetto.is_object() || perfetto.is_array());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("stopped at +"), "{stdout}");
+    assert!(stdout.contains("kernel stack of "), "{stdout}");
+}
