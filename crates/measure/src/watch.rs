@@ -107,6 +107,27 @@ pub fn target(pid: i32, tids: &[i32]) -> Result<Target, MeasureError> {
     })
 }
 
+/// How often a watch of a whole process looks for its new threads: a
+/// thread is followed from the first look after it starts (its earlier
+/// wake-ups are not timed; its switches still in the rings are kept).
+pub const FOLLOW_EVERY: Nanos = Nanos(100_000_000);
+
+/// The threads of `pid` now, (tid, name), in tid order.
+fn task_list(pid: i32) -> Vec<(i32, String)> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut all: Vec<(i32, String)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let tid = e.file_name().to_string_lossy().parse().ok()?;
+            Some((tid, comm(&e.path())))
+        })
+        .collect();
+    all.sort();
+    all
+}
+
 fn alive(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
@@ -158,7 +179,7 @@ pub fn run(
         rec.set_config("stop_stacks", true);
     }
     let cpus = punctual_live::sysinfo::online_cpus();
-    let recorder = FlightRecorder::start(&cpus, &opts).map_err(|e| {
+    let mut recorder = FlightRecorder::start(&cpus, &opts).map_err(|e| {
         MeasureError::Runtime(format!(
             "watch reads the scheduler's events from tracefs, which is not available here: {}",
             e.0
@@ -167,7 +188,30 @@ pub fn run(
     let origin = punctual_live::clock::mono();
     rec.started_mono_ns = Some(origin);
     let mut exited = false;
+    // Without --tid every thread of the process is watched, those it
+    // creates later too: /proc is read again every FOLLOW_EVERY.
+    let follow = req.tids.is_empty();
+    let mut threads = t.threads.clone();
+    let mut followed: Vec<i32> = Vec::new();
+    let mut last_scan = origin;
+    let mut follow_problem = None;
     loop {
+        let now = punctual_live::clock::mono();
+        if follow && now.0.saturating_sub(last_scan.0) >= FOLLOW_EVERY.0 {
+            last_scan = now;
+            let new: Vec<(i32, String)> = task_list(t.pid)
+                .into_iter()
+                .filter(|(tid, _)| !threads.iter().any(|x| x.0 == *tid))
+                .collect();
+            if !new.is_empty() {
+                let tids: Vec<i32> = new.iter().map(|x| x.0).collect();
+                if let Err(e) = recorder.watch_more(&tids) {
+                    follow_problem.get_or_insert(e);
+                }
+                followed.extend(&tids);
+                threads.extend(new);
+            }
+        }
         let elapsed = punctual_live::clock::mono().0.saturating_sub(origin.0);
         if elapsed >= req.duration.0
             || stop.load(Ordering::Relaxed)
@@ -192,10 +236,20 @@ pub fn run(
             message: format!("tracing cleanup incomplete: {p}; run 'punctual cause --cleanup'"),
         });
     }
+    if !followed.is_empty() {
+        rec.set_config("followed_tids", &followed);
+    }
+    if let Some(p) = follow_problem {
+        rec.warnings.push(Warning::Other {
+            message: format!(
+                "threads created during the run are watched without their wake-ups: {p}"
+            ),
+        });
+    }
     let spec = WatchSpec {
         pid: t.pid,
         command: t.command.clone(),
-        threads: t.threads.clone(),
+        threads: threads.clone(),
         period: req.period,
         max_spikes: req.max_spikes,
         origin: origin.0,

@@ -280,6 +280,11 @@ pub struct FlightRecorder {
     missing: Vec<String>,
     opts: Options,
     meta: Option<TraceDatMeta>,
+    /// The thread ids watched now (`Options::watch` and those added by
+    /// [`FlightRecorder::watch_more`]).
+    watched: Vec<i32>,
+    /// Ids the reader has yet to add to its watch log.
+    more: Arc<std::sync::Mutex<Vec<i32>>>,
 }
 
 impl std::fmt::Debug for FlightRecorder {
@@ -386,11 +391,24 @@ impl FlightRecorder {
         let max_segments = opts.max_segments;
         let poll = opts.poll;
         let s2 = Arc::clone(&stop);
+        let more: Arc<std::sync::Mutex<Vec<i32>>> = Arc::default();
+        let more2 = Arc::clone(&more);
         let reader = std::thread::Builder::new()
             .name("punctual-trace".into())
             .spawn(move || {
                 pin(&reader_cpus);
-                read_loop(files, hp, he, decoder, max_segments, poll, s2, watch, raw)
+                read_loop(
+                    files,
+                    hp,
+                    he,
+                    decoder,
+                    max_segments,
+                    poll,
+                    s2,
+                    watch,
+                    raw,
+                    more2,
+                )
             })
             .map_err(|e| fail("cannot start the trace reader", &e))?;
         let before = KernelSnap::read();
@@ -412,7 +430,59 @@ impl FlightRecorder {
             missing,
             opts: opts.clone(),
             meta,
+            watched: opts.watch.clone(),
+            more,
         })
+    }
+
+    /// Watches `tids` too from now on (threads the watched process
+    /// created since): the kernel filters of the wake-up and system-call
+    /// events are rewritten to take them in, and the reader keeps their
+    /// events from its next drain. Fails with the reason when a filter is
+    /// refused (the events of the new threads are then not all kept).
+    pub fn watch_more(&mut self, tids: &[i32]) -> Result<(), String> {
+        let new: Vec<i32> = tids
+            .iter()
+            .copied()
+            .filter(|t| !self.watched.contains(t))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        self.watched.extend(&new);
+        self.more
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(&new);
+        let Some(inst) = self.instance.as_mut() else {
+            return Ok(());
+        };
+        let join = |field: &str| {
+            self.watched
+                .iter()
+                .map(|t| format!("{field} == {t}"))
+                .collect::<Vec<_>>()
+                .join(" || ")
+        };
+        let (pids, own) = (join("pid"), join("common_pid"));
+        let mut problems = Vec::new();
+        for e in &self.enabled {
+            let f = if e.starts_with("sched/sched_wak") {
+                &pids
+            } else if e == "raw_syscalls/sys_exit" {
+                &own
+            } else {
+                continue;
+            };
+            if let Err(err) = inst.set(&format!("events/{e}/filter"), f) {
+                problems.push(format!("{e}: {err}"));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 
     pub fn instance_path(&self) -> Option<&Path> {
@@ -551,6 +621,7 @@ fn read_loop(
     stop: Arc<AtomicBool>,
     watch: Option<WatchLog>,
     raw: Option<RawKeep>,
+    more: Arc<std::sync::Mutex<Vec<i32>>>,
 ) -> ReaderOut {
     let mut out = ReaderOut {
         attributor: Attributor::new(max_segments),
@@ -572,6 +643,10 @@ fn read_loop(
         // Read the flag before draining: after it is set (tracing already
         // off) one more full drain empties the rings.
         let last_round = stop.load(Ordering::Relaxed);
+        if let Some(w) = out.watch.as_mut() {
+            let new = std::mem::take(&mut *more.lock().unwrap_or_else(|e| e.into_inner()));
+            w.add_tids(&new);
+        }
         for (cpu, f) in files.iter_mut() {
             let cpu = *cpu;
             drain_ring_raw(f, &mut buf, &hp, &he, |bytes, page| {
