@@ -241,9 +241,9 @@ pub struct StopArgs {
     /// With --stop-at and --cause: record the kernel stack of whatever
     /// held a probed CPU each time it gives the CPU back to the probe (the
     /// `stacktrace` trigger); the record and the `stopped at` lines keep
-    /// the event's. Each stack is unwound on the probe's wake-up path, so
-    /// wake-ups after a task ran on the CPU are measured a few
-    /// microseconds later (tens on a busy VM).
+    /// the event's. Each stack is unwound inside the switch, so a wake-up
+    /// of the probe after a task held its CPU is measured that much later
+    /// (bench/stop-stacks-cost.sh measures it).
     #[arg(long, requires_all = ["stop_at", "cause"])]
     pub stop_stacks: bool,
 }
