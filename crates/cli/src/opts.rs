@@ -238,10 +238,10 @@ pub struct StopArgs {
     /// when the threshold was crossed.
     #[arg(long, value_name = "FILE", requires_all = ["stop_at", "cause"])]
     pub stop_raw: Option<PathBuf>,
-    /// With --stop-at and --cause: record the kernel stack of whatever
-    /// held a probed CPU each time it gives the CPU back to the probe (the
-    /// `stacktrace` trigger); the record and the `stopped at` lines keep
-    /// the event's. Each stack is unwound inside the switch, so a wake-up
+    /// With --stop-at and --cause: record the kernel stack of every task
+    /// as it gives up a probed CPU (the `stacktrace` trigger); the record
+    /// and the `stopped at` line keep the one of what held the CPU during
+    /// the event. Each stack is unwound inside the switch, so a wake-up
     /// of the probe after a task held its CPU is measured that much later
     /// (bench/stop-stacks-cost.sh measures it).
     #[arg(long, requires_all = ["stop_at", "cause"])]

@@ -684,8 +684,8 @@ fn read_loop(
                             },
                         ) = (out.raw.as_mut(), &d.event)
                         {
-                            k.comms.insert(*prev_pid, prev_comm.clone());
-                            k.comms.insert(*next_pid, next_comm.clone());
+                            k.name(*prev_pid, prev_comm);
+                            k.name(*next_pid, next_comm);
                         }
                         out.attributor.feed(cpu, &d);
                         out.events += 1;

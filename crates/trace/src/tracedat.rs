@@ -102,13 +102,22 @@ impl RawKeep {
         let mut p = page.to_vec();
         p.resize(self.page_size.max(page.len()), 0);
         let q = self.pages.entry(cpu).or_default();
-        q.push_back((last_ts, p));
-        let newest = q.iter().map(|x| x.0).max().unwrap_or(last_ts);
+        // A CPU's pages come in time order; an empty page carries its
+        // base time only, which may be older.
+        let newest = q.back().map_or(last_ts, |b| b.0.max(last_ts));
+        q.push_back((newest, p));
         while q.len() > self.max_pages
             || q.front()
                 .is_some_and(|f| f.0.saturating_add(self.window.0) < newest)
         {
             q.pop_front();
+        }
+    }
+
+    /// Notes `comm` as the name of `tid` (from a `sched_switch`).
+    pub fn name(&mut self, tid: i32, comm: &str) {
+        if self.comms.get(&tid).map(String::as_str) != Some(comm) {
+            self.comms.insert(tid, comm.to_string());
         }
     }
 
@@ -327,6 +336,71 @@ pub fn symbolize(frames: &[u64], kallsyms: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A page as the ring hands it out, holding one `kernel_stack` record
+    /// (type 4) of pid 77 with three return addresses, 10 ns after the
+    /// page's base time, and one record of another type.
+    fn stack_page(hp: &HeaderPage) -> Vec<u8> {
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&4u16.to_le_bytes());
+        rec.extend_from_slice(&[0, 0]);
+        rec.extend_from_slice(&77i32.to_le_bytes());
+        rec.extend_from_slice(&3i32.to_le_bytes());
+        rec.extend_from_slice(&[0; 4]);
+        for a in [
+            0xffff_ffff_8100_0010u64,
+            0xffff_ffff_8100_0200,
+            0xffff_ffff_8200_0000,
+        ] {
+            rec.extend_from_slice(&a.to_le_bytes());
+        }
+        let mut data = Vec::new();
+        // Header: length in 4-byte words in the low 5 bits, time delta above.
+        data.extend_from_slice(&(((10u32) << 5) | (rec.len() as u32 / 4)).to_le_bytes());
+        data.extend_from_slice(&rec);
+        let other = [9u8, 0, 0, 0, 1, 0, 0, 0];
+        data.extend_from_slice(&((5u32 << 5) | 2).to_le_bytes());
+        data.extend_from_slice(&other);
+        let mut page = vec![0u8; hp.page_size()];
+        page[hp.timestamp_offset..hp.timestamp_offset + 8].copy_from_slice(&1000u64.to_le_bytes());
+        page[hp.commit_offset..hp.commit_offset + 8]
+            .copy_from_slice(&(data.len() as u64).to_le_bytes());
+        page[hp.data_offset..hp.data_offset + data.len()].copy_from_slice(&data);
+        page
+    }
+
+    #[test]
+    fn kernel_stacks_are_read_from_the_pages_and_named() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/events");
+        let hp_text = std::fs::read_to_string(dir.join("header_page")).unwrap();
+        let he_text = std::fs::read_to_string(dir.join("header_event")).unwrap();
+        let hp = HeaderPage::parse(&hp_text).unwrap();
+        let mut keep = RawKeep::new(Nanos(1_000_000_000), 10, hp.page_size());
+        keep.push(1, 1015, &stack_page(&hp));
+        keep.name(77, "blocker");
+        let w = RawWindow {
+            keep,
+            meta: TraceDatMeta {
+                header_page: hp_text,
+                header_event: he_text,
+                ftrace_formats: vec!["name: kernel_stack\nID: 4\nformat:\n".into()],
+                ..Default::default()
+            },
+        };
+        let s = w.stacks();
+        assert_eq!(s.len(), 1, "only the kernel_stack record: {s:?}");
+        assert_eq!((s[0].ts, s[0].cpu, s[0].pid), (1010, 1, 77));
+        assert_eq!(s[0].frames.len(), 3);
+        assert_eq!(w.stack_in(1, 1000, 1010).map(|s| s.pid), Some(77));
+        assert_eq!(w.stack_in(1, 1011, 2000), None);
+        assert_eq!(w.stack_in(0, 0, 2000), None);
+        let kallsyms =
+            "ffffffff81000000 T first_fn\nffffffff81000100 t second_fn\nffffffff81000300 D data\n";
+        assert_eq!(
+            symbolize(&s[0].frames, kallsyms),
+            ["first_fn+0x10", "second_fn+0x100", "second_fn+0xffff00"]
+        );
+    }
 
     #[test]
     fn keeps_the_window_and_the_bound() {
