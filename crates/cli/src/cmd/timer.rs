@@ -14,7 +14,7 @@ use crate::output::{run_one_probe, write_json};
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause\n  punctual timer --cpus 1 --stop-at 500us --cause --on-threshold 'echo $PUNCTUAL_VALUE_NS ns on CPU $PUNCTUAL_CPU'\n  punctual timer --duration 60s --samples t.samples --fail-if 'p99 > 200us'\n  punctual timer -a 1 -p 80 -i 500us -D 1m"
+    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause\n  punctual timer --cpus 1 --stop-at 500us --cause --on-threshold 'echo $PUNCTUAL_VALUE_NS ns on CPU $PUNCTUAL_CPU'\n  punctual timer --cpus 1 --stop-at 1ms --cause --stop-stacks --stop-raw t.dat\n  punctual timer --duration 60s --samples t.samples --fail-if 'p99 > 200us'\n  punctual timer -a 1 -p 80 -i 500us -D 1m"
 )]
 pub struct Args {
     /// CPUs to measure: `0`, `0,1`, `0-3` or `all` (`-a` as cyclictest).

@@ -17,6 +17,7 @@ use crate::opts;
   punctual watch --pid $(pidof pipewire) --duration 30s
   punctual watch --pid 4242 --tid 4250 --period 1ms --json w.json
   punctual watch --pid 4242 --stop-at 500us --duration 10m
+  punctual watch --pid 4242 --stop-at 2ms --stop-stacks --stop-raw w.dat --stop-trace w.perfetto.json
 `punctual forecast w.json` and `punctual advise w.json` read its record as a probe's.
 How it works and what it costs: docs/workflows.md")]
 pub struct Args {
