@@ -134,9 +134,16 @@ pub struct CauseArgs {
 impl CauseArgs {
     /// The recorder these flags ask for.
     pub fn tracing(&self) -> punctual_measure::Tracing {
+        self.tracing_with(punctual_measure::Evidence::default())
+    }
+
+    /// The recorder these flags ask for, keeping `evidence` of a
+    /// `--stop-at` event.
+    pub fn tracing_with(&self, evidence: punctual_measure::Evidence) -> punctual_measure::Tracing {
         if self.cause {
             punctual_measure::Tracing::Attach {
                 threshold: self.cause_threshold,
+                evidence,
             }
         } else {
             punctual_measure::Tracing::Off
@@ -225,33 +232,102 @@ pub struct StopArgs {
     /// filled each. Written only when the threshold was crossed.
     #[arg(long, value_name = "FILE", requires = "stop_at")]
     pub stop_trace: Option<PathBuf>,
+    /// With --stop-at and --cause: write the flight recorder's last second
+    /// before the stop, every event raw as the kernel wrote it, as a
+    /// trace.dat (`trace-cmd report -i FILE`, KernelShark). Written only
+    /// when the threshold was crossed.
+    #[arg(long, value_name = "FILE", requires_all = ["stop_at", "cause"])]
+    pub stop_raw: Option<PathBuf>,
+    /// With --stop-at and --cause: record the kernel stack of every task
+    /// as it gives up a probed CPU (the `stacktrace` trigger); the record
+    /// and the `stopped at` line keep the one of what held the CPU during
+    /// the event. Each stack is unwound inside the switch, so a wake-up
+    /// of the probe after a task held its CPU is measured that much later
+    /// (bench/stop-stacks-cost.sh measures it).
+    #[arg(long, requires_all = ["stop_at", "cause"])]
+    pub stop_stacks: bool,
+}
+
+/// Writes `--stop-raw` (a trace.dat) when the run stopped: the record has
+/// `extra.stopped_at` (a probe's) or `extra.watch.stopped_at` (watch's).
+pub fn write_stop_raw(
+    path: Option<&std::path::Path>,
+    rec: &punctual_record::Record,
+    raw: Option<&punctual_trace::tracedat::RawWindow>,
+) -> Result<(), CliError> {
+    let stopped = rec.extra.contains_key("stopped_at")
+        || rec
+            .extra
+            .get("watch")
+            .is_some_and(|w| w.get("stopped_at").is_some_and(|s| !s.is_null()));
+    let Some(p) = path.filter(|_| stopped) else {
+        return Ok(());
+    };
+    let Some(raw) = raw else {
+        eprintln!("punctual: --stop-raw: the flight recorder did not run, nothing written");
+        return Ok(());
+    };
+    raw.write(p)
+        .map_err(|e| CliError::runtime(format!("cannot write --stop-raw {}: {e}", p.display())))?;
+    eprintln!(
+        "raw trace of the last second written to {} ({} pages; trace-cmd report -i {})",
+        p.display(),
+        raw.keep.len(),
+        p.display()
+    );
+    Ok(())
+}
+
+/// Writes the second before `at` (on the record's time zero) as a
+/// Perfetto trace: the spikes on each CPU's track, with what filled each.
+pub fn write_stop_trace(
+    p: &std::path::Path,
+    rec: &punctual_record::Record,
+    at: u64,
+) -> Result<(), CliError> {
+    let from = at.saturating_sub(STOP_TRACE_WINDOW.0);
+    let mut window = rec.clone();
+    window
+        .spikes
+        .retain(|s| s.at_ns.0 >= from && s.at_ns.0 <= at);
+    let bytes =
+        punctual_report::perfetto::render(&[punctual_report::Input::new(rec.kind.clone(), window)]);
+    crate::output::write_bytes("--stop-trace", p, &bytes)?;
+    eprintln!(
+        "trace of the second before the event written to {}",
+        p.display()
+    );
+    Ok(())
 }
 
 /// How far before the stopping event `--stop-trace` reaches.
 pub const STOP_TRACE_WINDOW: Nanos = Nanos(1_000_000_000);
 
 impl StopArgs {
+    /// What the flight recorder keeps for these flags.
+    pub fn evidence(&self) -> punctual_measure::Evidence {
+        punctual_measure::Evidence {
+            raw: self.stop_raw.is_some(),
+            stacks: self.stop_stacks,
+        }
+    }
+
+    /// Writes `--stop-raw` when the run stopped at its threshold.
+    pub fn write_raw(
+        &self,
+        rec: &punctual_record::Record,
+        raw: Option<&punctual_trace::tracedat::RawWindow>,
+    ) -> Result<(), CliError> {
+        write_stop_raw(self.stop_raw.as_deref(), rec, raw)
+    }
+
     /// Writes `--stop-trace` when the run stopped at its threshold.
     pub fn write_trace(&self, rec: &punctual_record::Record) -> Result<(), CliError> {
         let (Some(p), Some(e)) = (&self.stop_trace, rec.extra.get("stopped_at")) else {
             return Ok(());
         };
         let at = e.get("at_ns").and_then(|v| v.as_u64()).unwrap_or(0);
-        let from = at.saturating_sub(STOP_TRACE_WINDOW.0);
-        let mut window = rec.clone();
-        window
-            .spikes
-            .retain(|s| s.at_ns.0 >= from && s.at_ns.0 <= at);
-        let bytes = punctual_report::perfetto::render(&[punctual_report::Input::new(
-            rec.kind.clone(),
-            window,
-        )]);
-        crate::output::write_bytes("--stop-trace", p, &bytes)?;
-        eprintln!(
-            "trace of the second before the event written to {}",
-            p.display()
-        );
-        Ok(())
+        write_stop_trace(p, rec, at)
     }
 
     /// Runs `--on-threshold` when the run stopped at its threshold; its

@@ -24,8 +24,9 @@ pub fn run_one_probe(
     common: &ProbeArgs,
     cause: &CauseArgs,
     c_states: &CStateArgs,
+    evidence: punctual_measure::Evidence,
     replay: Option<&Path>,
-) -> CliResult<Record> {
+) -> CliResult<(Record, Option<punctual_trace::tracedat::RawWindow>)> {
     if replay.is_some() && cause.cause {
         return Err(CliError::usage(
             "--cause traces a live run; it does not apply to --replay",
@@ -36,21 +37,24 @@ pub fn run_one_probe(
         label: kind,
         probe,
         loads: load_specs(common.load.as_deref())?,
-        tracing: cause.tracing(),
+        tracing: cause.tracing_with(evidence),
     };
     let terminal = Terminal::default();
     let session = punctual_measure::Session::new(crate::interrupt::stop_flag(), &terminal);
     let cpus = req.probe.cpus().to_vec();
     let c_states = replay.is_none().then(|| c_states.request());
+    let mut raw = None;
     let mut rec = punctual_live::cstate::holding(c_states, &cpus, || {
-        Ok::<_, CliError>(session.run(&req, rfc3339_now())?.record)
+        let m = session.run(&req, rfc3339_now())?;
+        raw = m.raw;
+        Ok::<_, CliError>(m.record)
     })?;
     if let Some(p) = replay {
         rec.set_config("replay", p.display().to_string());
     }
     stop_causes(&mut rec);
     print_text(&rec)?;
-    Ok(rec)
+    Ok((rec, raw))
 }
 
 /// With `--stop-at` and `--cause`: the causes the flight recorder found

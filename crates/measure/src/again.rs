@@ -420,7 +420,10 @@ impl Config<'_> {
             });
         }
         Ok(match c.get("cause").and_then(Value::as_bool) {
-            Some(true) => Tracing::Attach { threshold },
+            Some(true) => Tracing::Attach {
+                threshold,
+                evidence: Default::default(),
+            },
             _ => Tracing::Off,
         })
     }
@@ -564,7 +567,8 @@ mod tests {
         assert!(matches!(
             a.tracing,
             Tracing::Attach {
-                threshold: Some(Nanos(50_000))
+                threshold: Some(Nanos(50_000)),
+                ..
             }
         ));
         assert_eq!(a.duration(), t.duration + n.duration);

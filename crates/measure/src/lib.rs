@@ -24,7 +24,7 @@ pub mod session;
 pub mod watch;
 
 pub use probe::{Noise, Outcome, Probe, Timer};
-pub use session::{Measured, ProbeRequest, Quiet, Runner, Session, Tracing};
+pub use session::{Evidence, Measured, ProbeRequest, Quiet, Runner, Session, Tracing};
 
 use std::fmt;
 

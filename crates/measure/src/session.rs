@@ -59,8 +59,12 @@ pub enum Tracing {
     #[default]
     Off,
     /// `--cause` on a probe verb: the recorder with its default options,
-    /// spikes at or over `threshold` broken down (all when `None`).
-    Attach { threshold: Option<Nanos> },
+    /// spikes at or over `threshold` broken down (all when `None`), and
+    /// what it keeps of a `--stop-at` event beyond attribution.
+    Attach {
+        threshold: Option<Nanos>,
+        evidence: Evidence,
+    },
     /// `punctual cause`: the recorder's own knobs, whether it runs at all
     /// (`--no-trace` runs the probe alone, to measure the recorder's
     /// overhead), and the injected noisy neighbor on the first CPU.
@@ -70,6 +74,31 @@ pub enum Tracing {
         threshold: Option<Nanos>,
         neighbor: bool,
     },
+}
+
+/// What the flight recorder keeps of a `--stop-at` event besides its
+/// cause table (`--stop-raw`, `--stop-stacks`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Evidence {
+    /// The rings' last second of pages, raw ([`Measured::raw`]).
+    pub raw: bool,
+    /// The kernel stack of what held a probe's CPU when it gave it up
+    /// (the `stacktrace` trigger on every switch away from a task on the
+    /// probed CPUs): `extra.stopped_at.stack`.
+    pub stacks: bool,
+}
+
+/// The switches away from a task (not from idle) on the probed CPUs: the
+/// stack then is where the task that held the CPU gave it up. Every one
+/// of them, not only those into the probe: a task that delayed the probe
+/// often hands the CPU to another before the probe gets it.
+pub fn probe_stack_filter(cpus: &[u32]) -> String {
+    let on = cpus
+        .iter()
+        .map(|c| format!("CPU == {c}"))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    format!("({on}) && prev_pid != 0")
 }
 
 /// One probe run: what to measure, under which load, traced or not.
@@ -93,6 +122,9 @@ pub struct Measured {
     pub neighbor: Option<NeighborReport>,
     /// Wall time the probe ran.
     pub elapsed: Nanos,
+    /// With [`Evidence::raw`] or [`Evidence::stacks`]: the recorder's
+    /// last pages, raw, to write as a `trace.dat`.
+    pub raw: Option<punctual_trace::tracedat::RawWindow>,
 }
 
 /// One probe run inside a record someone else finishes (`check`'s halves).
@@ -100,6 +132,7 @@ pub struct Half {
     pub cause: Option<CauseSummary>,
     pub neighbor: Option<NeighborReport>,
     pub elapsed: Nanos,
+    pub raw: Option<punctual_trace::tracedat::RawWindow>,
 }
 
 /// A measured record with platform facts and their warnings.
@@ -153,6 +186,7 @@ impl<'a> Session<'a> {
             cause: half.cause,
             neighbor: half.neighbor,
             elapsed: half.elapsed,
+            raw: half.raw,
         })
     }
 
@@ -170,12 +204,24 @@ impl<'a> Session<'a> {
         let probe = &req.probe;
         let (options, threshold, neighbor) = match &req.tracing {
             Tracing::Off => (None, None, false),
-            Tracing::Attach { threshold } => {
+            Tracing::Attach {
+                threshold,
+                evidence,
+            } => {
                 rec.set_config("cause", true);
                 if let Some(t) = threshold {
                     rec.set_config("cause_threshold_ns", t.0);
                 }
-                (Some(Options::default()), *threshold, false)
+                if evidence.stacks {
+                    rec.set_config("stop_stacks", true);
+                }
+                let options = Options {
+                    keep_raw: (evidence.raw || evidence.stacks)
+                        .then_some(punctual_trace::tracedat::STOP_WINDOW),
+                    stack_filter: evidence.stacks.then(|| probe_stack_filter(probe.cpus())),
+                    ..Options::default()
+                };
+                (Some(options), *threshold, false)
             }
             Tracing::Recorder {
                 options,
@@ -215,9 +261,14 @@ impl<'a> Session<'a> {
         let threads = attach::threads(&out.tids(), out.origin(), elapsed);
         let gaps = out.gaps();
         out.fill(rec, probe.max_spikes());
-        let cause = recorder
-            .and_then(|r| attach::stop_recorder(r, rec))
-            .map(|t| attach::attribute(&t, rec, &threads, threshold, &gaps));
+        let trace = recorder.and_then(|r| attach::stop_recorder(r, rec));
+        let cause = trace
+            .as_ref()
+            .map(|t| attach::attribute(t, rec, &threads, threshold, &gaps));
+        let raw = trace.and_then(|t| t.raw);
+        if let Some(w) = &raw {
+            attach::stop_stack(w, rec);
+        }
         if let Some(n) = &neighbor {
             rec.extra.insert(
                 "neighbor".into(),
@@ -234,6 +285,7 @@ impl<'a> Session<'a> {
             cause,
             neighbor,
             elapsed,
+            raw,
         })
     }
 

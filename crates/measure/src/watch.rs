@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use punctual_record::{Nanos, Record, Warning};
 use punctual_trace::recorder::{FlightRecorder, Options};
+use punctual_trace::tracedat::RawWindow;
 use punctual_trace::watch::{StopAt, WatchSpec};
 
 use crate::MeasureError;
@@ -29,7 +30,17 @@ pub struct WatchRequest {
     pub buffer_kb: u32,
     /// Slowest wake-ups kept per thread in the spike log.
     pub max_spikes: usize,
+    /// What to keep of a `--stop-at` event besides its causes.
+    pub evidence: crate::Evidence,
 }
+
+/// How long after a switch its stack may be stamped: the unwinding runs in
+/// the switch's tracepoint, tens of microseconds at worst on a busy VM.
+const STACK_AFTER_SWITCH: Nanos = Nanos(500_000);
+
+/// Every switch away from a task, on every CPU: a watched thread can wait
+/// on any of them, and what held it is whatever ran there.
+pub const WATCH_STACK_FILTER: &str = "prev_pid != 0";
 
 /// The process and the threads a request names, as found in /proc.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +107,27 @@ pub fn target(pid: i32, tids: &[i32]) -> Result<Target, MeasureError> {
     })
 }
 
+/// How often a watch of a whole process looks for its new threads: a
+/// thread is followed from the first look after it starts (its earlier
+/// wake-ups are not timed; its switches still in the rings are kept).
+pub const FOLLOW_EVERY: Nanos = Nanos(100_000_000);
+
+/// The threads of `pid` now, (tid, name), in tid order.
+fn task_list(pid: i32) -> Vec<(i32, String)> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut all: Vec<(i32, String)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let tid = e.file_name().to_string_lossy().parse().ok()?;
+            Some((tid, comm(&e.path())))
+        })
+        .collect();
+    all.sort();
+    all
+}
+
 fn alive(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
@@ -103,13 +135,14 @@ fn alive(pid: i32) -> bool {
 /// Records the target's threads into `rec` until the duration, the stop
 /// flag (Ctrl-C: the record keeps what was seen, marked interrupted),
 /// `--stop-at` or the process's exit. Without tracefs there is nothing to
-/// watch with: that is a run that could not be made.
+/// watch with: that is a run that could not be made. With
+/// `req.evidence`, the recorder's last pages come back raw.
 pub fn run(
     rec: &mut Record,
     req: &WatchRequest,
     t: &Target,
     stop: Arc<AtomicBool>,
-) -> Result<(), MeasureError> {
+) -> Result<Option<RawWindow>, MeasureError> {
     rec.set_config("pid", t.pid);
     rec.set_config("command", &t.command);
     rec.set_config("tids", t.threads.iter().map(|x| x.0).collect::<Vec<i32>>());
@@ -137,10 +170,16 @@ pub fn run(
         } else {
             Options::default().poll
         },
+        keep_raw: (req.evidence.raw || req.evidence.stacks)
+            .then_some(punctual_trace::tracedat::STOP_WINDOW),
+        stack_filter: req.evidence.stacks.then(|| WATCH_STACK_FILTER.to_string()),
         ..Options::default()
     };
+    if req.evidence.stacks {
+        rec.set_config("stop_stacks", true);
+    }
     let cpus = punctual_live::sysinfo::online_cpus();
-    let recorder = FlightRecorder::start(&cpus, &opts).map_err(|e| {
+    let mut recorder = FlightRecorder::start(&cpus, &opts).map_err(|e| {
         MeasureError::Runtime(format!(
             "watch reads the scheduler's events from tracefs, which is not available here: {}",
             e.0
@@ -149,7 +188,30 @@ pub fn run(
     let origin = punctual_live::clock::mono();
     rec.started_mono_ns = Some(origin);
     let mut exited = false;
+    // Without --tid every thread of the process is watched, those it
+    // creates later too: /proc is read again every FOLLOW_EVERY.
+    let follow = req.tids.is_empty();
+    let mut threads = t.threads.clone();
+    let mut followed: Vec<i32> = Vec::new();
+    let mut last_scan = origin;
+    let mut follow_problem = None;
     loop {
+        let now = punctual_live::clock::mono();
+        if follow && now.0.saturating_sub(last_scan.0) >= FOLLOW_EVERY.0 {
+            last_scan = now;
+            let new: Vec<(i32, String)> = task_list(t.pid)
+                .into_iter()
+                .filter(|(tid, _)| !threads.iter().any(|x| x.0 == *tid))
+                .collect();
+            if !new.is_empty() {
+                let tids: Vec<i32> = new.iter().map(|x| x.0).collect();
+                if let Err(e) = recorder.watch_more(&tids) {
+                    follow_problem.get_or_insert(e);
+                }
+                followed.extend(&tids);
+                threads.extend(new);
+            }
+        }
         let elapsed = punctual_live::clock::mono().0.saturating_sub(origin.0);
         if elapsed >= req.duration.0
             || stop.load(Ordering::Relaxed)
@@ -174,16 +236,37 @@ pub fn run(
             message: format!("tracing cleanup incomplete: {p}; run 'punctual cause --cleanup'"),
         });
     }
+    if !followed.is_empty() {
+        rec.set_config("followed_tids", &followed);
+    }
+    if let Some(p) = follow_problem {
+        rec.warnings.push(Warning::Other {
+            message: format!(
+                "threads created during the run are watched without their wake-ups: {p}"
+            ),
+        });
+    }
     let spec = WatchSpec {
         pid: t.pid,
         command: t.command.clone(),
-        threads: t.threads.clone(),
+        threads: threads.clone(),
         period: req.period,
         max_spikes: req.max_spikes,
         origin: origin.0,
         stop_at: req.stop_at,
     };
-    trace.fill_watch(rec, &spec);
+    let mut sum = trace.fill_watch(rec, &spec);
+    if let (Some(raw), Some(s)) = (&trace.raw, sum.stopped_at.as_mut()) {
+        if req.evidence.stacks {
+            // The switch-in is the sched_switch's time; the stack of the
+            // task it switched away from is written right after it.
+            let run = origin.0 + s.at_ns.0;
+            let from = run.saturating_sub(s.latency_ns.0);
+            let to = run + STACK_AFTER_SWITCH.0;
+            s.stack = crate::attach::event_stack(raw, s.cpu, from, to, &s.causes, &[s.tid]);
+            rec.set_watch(&sum);
+        }
+    }
     if exited {
         rec.warnings.push(Warning::Other {
             message: format!(
@@ -193,7 +276,7 @@ pub fn run(
         });
     }
     crate::session::finish_record(rec, elapsed, req.duration);
-    Ok(())
+    Ok(trace.raw)
 }
 
 #[cfg(test)]

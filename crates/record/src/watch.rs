@@ -37,6 +37,25 @@ pub struct StopEvent {
     pub at_ns: Nanos,
     pub latency_ns: Nanos,
     pub threshold_ns: Nanos,
+    /// What filled that wake-up, as `cause` names a probe's spike.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<crate::SourceShare>,
+    /// With `--stop-stacks`: the kernel stack of what held the CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<KernelStack>,
+}
+
+/// A kernel stack the `stacktrace` trigger recorded as a task gave up a
+/// CPU (the same keys as a probe's `extra.stopped_at.stack`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelStack {
+    /// `comm/pid`.
+    pub task: String,
+    pub pid: i32,
+    /// When it was taken (CLOCK_MONOTONIC).
+    pub mono_ns: u64,
+    /// Innermost first, as `function+0xoffset`.
+    pub frames: Vec<String>,
 }
 
 /// One watched thread.

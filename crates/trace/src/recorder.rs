@@ -23,7 +23,8 @@ pub use punctual_record::cause::{
 use crate::attribute::{Attributor, SourceTotal, Symbols, WindowSplit, PAGE_FAULT_NAME};
 use crate::event::Decoder;
 use crate::format::{HeaderEvent, HeaderPage};
-use crate::rings::{drain_ring, Rings};
+use crate::rings::{drain_ring_raw, Rings};
+use crate::tracedat::{RawKeep, RawWindow, TraceDatMeta, STOP_MAX_BYTES_PER_CPU};
 use crate::tracefs::{Instance, NoTracing};
 use crate::watchlog::WatchLog;
 
@@ -96,6 +97,15 @@ pub struct Options {
     pub watch: Vec<i32>,
     /// With `watch`: the wake-up latency that ends the run.
     pub stop_at: Option<crate::watchlog::StopAt>,
+    /// Keep the newest pages of each ring raw, this far back from the
+    /// newest (for `--stop-raw`: the window before a `--stop-at` event as
+    /// a `trace.dat`); at most [`crate::tracedat::STOP_MAX_BYTES_PER_CPU`].
+    pub keep_raw: Option<Nanos>,
+    /// A `sched_switch` filter under which the kernel also records the
+    /// stack of the task switched out (the `stacktrace` trigger): e.g. the
+    /// switches into a probe from a task that held its CPU. Each stack
+    /// costs its unwinding on that switch, i.e. on the probe's wake-up.
+    pub stack_filter: Option<String>,
 }
 
 impl Default for Options {
@@ -111,6 +121,8 @@ impl Default for Options {
             wakeups: false,
             watch: Vec::new(),
             stop_at: None,
+            keep_raw: None,
+            stack_filter: None,
         }
     }
 }
@@ -224,6 +236,7 @@ pub fn parse_interrupts(text: &str) -> BTreeMap<u32, BTreeMap<String, u64>> {
 struct ReaderOut {
     attributor: Attributor,
     watch: Option<WatchLog>,
+    raw: Option<RawKeep>,
     /// Threads of this process named `punctual*` seen while recording.
     own: BTreeMap<i32, String>,
     pages: u64,
@@ -266,6 +279,12 @@ pub struct FlightRecorder {
     enabled: Vec<String>,
     missing: Vec<String>,
     opts: Options,
+    meta: Option<TraceDatMeta>,
+    /// The thread ids watched now (`Options::watch` and those added by
+    /// [`FlightRecorder::watch_more`]).
+    watched: Vec<i32>,
+    /// Ids the reader has yet to add to its watch log.
+    more: Arc<std::sync::Mutex<Vec<i32>>>,
 }
 
 impl std::fmt::Debug for FlightRecorder {
@@ -353,14 +372,43 @@ impl FlightRecorder {
                 v
             }
         });
+        let mut enabled = enabled;
+        let mut missing = missing;
+        if let Some(f) = &opts.stack_filter {
+            let trigger = format!("stacktrace if {f}");
+            match inst.add_trigger("sched/sched_switch", &trigger) {
+                Ok(()) => enabled.push("sched/sched_switch:stacktrace".into()),
+                Err(_) => missing.push("sched/sched_switch:stacktrace".into()),
+            }
+        }
+        let meta = opts
+            .keep_raw
+            .map(|_| TraceDatMeta::read(&events_dir, &enabled));
+        let raw = opts.keep_raw.map(|w| {
+            let page = hp.page_size();
+            RawKeep::new(w, STOP_MAX_BYTES_PER_CPU / page.max(1), page)
+        });
         let max_segments = opts.max_segments;
         let poll = opts.poll;
         let s2 = Arc::clone(&stop);
+        let more: Arc<std::sync::Mutex<Vec<i32>>> = Arc::default();
+        let more2 = Arc::clone(&more);
         let reader = std::thread::Builder::new()
             .name("punctual-trace".into())
             .spawn(move || {
                 pin(&reader_cpus);
-                read_loop(files, hp, he, decoder, max_segments, poll, s2, watch)
+                read_loop(
+                    files,
+                    hp,
+                    he,
+                    decoder,
+                    max_segments,
+                    poll,
+                    s2,
+                    watch,
+                    raw,
+                    more2,
+                )
             })
             .map_err(|e| fail("cannot start the trace reader", &e))?;
         let before = KernelSnap::read();
@@ -381,7 +429,60 @@ impl FlightRecorder {
             enabled,
             missing,
             opts: opts.clone(),
+            meta,
+            watched: opts.watch.clone(),
+            more,
         })
+    }
+
+    /// Watches `tids` too from now on (threads the watched process
+    /// created since): the kernel filters of the wake-up and system-call
+    /// events are rewritten to take them in, and the reader keeps their
+    /// events from its next drain. Fails with the reason when a filter is
+    /// refused (the events of the new threads are then not all kept).
+    pub fn watch_more(&mut self, tids: &[i32]) -> Result<(), String> {
+        let new: Vec<i32> = tids
+            .iter()
+            .copied()
+            .filter(|t| !self.watched.contains(t))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        self.watched.extend(&new);
+        self.more
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(&new);
+        let Some(inst) = self.instance.as_mut() else {
+            return Ok(());
+        };
+        let join = |field: &str| {
+            self.watched
+                .iter()
+                .map(|t| format!("{field} == {t}"))
+                .collect::<Vec<_>>()
+                .join(" || ")
+        };
+        let (pids, own) = (join("pid"), join("common_pid"));
+        let mut problems = Vec::new();
+        for e in &self.enabled {
+            let f = if e.starts_with("sched/sched_wak") {
+                &pids
+            } else if e == "raw_syscalls/sys_exit" {
+                &own
+            } else {
+                continue;
+            };
+            if let Err(err) = inst.set(&format!("events/{e}/filter"), f) {
+                problems.push(format!("{e}: {err}"));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 
     pub fn instance_path(&self) -> Option<&Path> {
@@ -462,6 +563,10 @@ impl FlightRecorder {
             rt_runtime_us: read_knob("/proc/sys/kernel/sched_rt_runtime_us"),
             rt_period_us: read_knob("/proc/sys/kernel/sched_rt_period_us"),
             watch: out.watch,
+            raw: out
+                .raw
+                .zip(self.meta.take())
+                .map(|(keep, meta)| RawWindow { keep, meta }),
         })
     }
 }
@@ -515,10 +620,13 @@ fn read_loop(
     poll: Duration,
     stop: Arc<AtomicBool>,
     watch: Option<WatchLog>,
+    raw: Option<RawKeep>,
+    more: Arc<std::sync::Mutex<Vec<i32>>>,
 ) -> ReaderOut {
     let mut out = ReaderOut {
         attributor: Attributor::new(max_segments),
         watch,
+        raw,
         pages: 0,
         events: 0,
         missed_pages: BTreeMap::new(),
@@ -535,13 +643,21 @@ fn read_loop(
         // Read the flag before draining: after it is set (tracing already
         // off) one more full drain empties the rings.
         let last_round = stop.load(Ordering::Relaxed);
+        if let Some(w) = out.watch.as_mut() {
+            let new = std::mem::take(&mut *more.lock().unwrap_or_else(|e| e.into_inner()));
+            w.add_tids(&new);
+        }
         for (cpu, f) in files.iter_mut() {
             let cpu = *cpu;
-            drain_ring(f, &mut buf, &hp, &he, |page| {
+            drain_ring_raw(f, &mut buf, &hp, &he, |bytes, page| {
                 let Ok(page) = page else {
                     out.malformed += 1;
                     return;
                 };
+                if let Some(k) = out.raw.as_mut() {
+                    let last = page.events.last().map_or(page.base_ts, |e| e.ts);
+                    k.push(cpu, last, bytes);
+                }
                 out.pages += 1;
                 out.malformed += page.malformed;
                 if page.missed {
@@ -556,6 +672,20 @@ fn read_loop(
                     if let Some(d) = decoder.decode(ev.ts, ev.data) {
                         if let Some(w) = out.watch.as_mut() {
                             w.feed(cpu, &d);
+                        }
+                        if let (
+                            Some(k),
+                            crate::event::Event::Switch {
+                                prev_pid,
+                                prev_comm,
+                                next_pid,
+                                next_comm,
+                                ..
+                            },
+                        ) = (out.raw.as_mut(), &d.event)
+                        {
+                            k.name(*prev_pid, prev_comm);
+                            k.name(*next_pid, next_comm);
                         }
                         out.attributor.feed(cpu, &d);
                         out.events += 1;
@@ -681,6 +811,8 @@ pub struct Trace {
     pub rt_period_us: Option<i64>,
     /// The watched threads' scheduler events (`Options::watch`).
     pub watch: Option<WatchLog>,
+    /// The newest pages, raw (`Options::keep_raw`).
+    pub raw: Option<RawWindow>,
 }
 
 /// The rest of an interval that holds events (time the trace charges to
@@ -1336,6 +1468,7 @@ mod tests {
             rt_runtime_us: None,
             rt_period_us: None,
             watch: None,
+            raw: None,
         }
     }
 

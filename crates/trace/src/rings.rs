@@ -117,6 +117,18 @@ pub fn drain_ring(
     he: &HeaderEvent,
     mut on_page: impl FnMut(Result<Page<'_>, RingError>),
 ) {
+    drain_ring_raw(f, buf, hp, he, |_, page| on_page(page))
+}
+
+/// [`drain_ring`], handing `on_page` the page's bytes as read beside what
+/// they parse to (the flight recorder keeps the newest ones raw).
+pub fn drain_ring_raw(
+    f: &mut File,
+    buf: &mut [u8],
+    hp: &HeaderPage,
+    he: &HeaderEvent,
+    mut on_page: impl FnMut(&[u8], Result<Page<'_>, RingError>),
+) {
     loop {
         let n = match f.read(buf) {
             Ok(0) => break,
@@ -126,6 +138,6 @@ pub fn drain_ring(
             // this drain (the next one tries again).
             Err(_) => break,
         };
-        on_page(parse_page(&buf[..n], hp, he));
+        on_page(&buf[..n], parse_page(&buf[..n], hp, he));
     }
 }

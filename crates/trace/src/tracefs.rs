@@ -198,6 +198,19 @@ impl Instance {
             .forget(|a| matches!(a, Action::Knob { path, .. } if path == p))
     }
 
+    /// Adds `trigger` (e.g. `stacktrace if next_pid == 42`) to the
+    /// triggers of `system/event`, its removal (`!trigger`) journaled
+    /// first: undone before the instance is removed, and by the next run
+    /// after a SIGKILL.
+    pub fn add_trigger(&mut self, event: &str, trigger: &str) -> io::Result<()> {
+        let p = self.path.join(format!("events/{event}/trigger"));
+        self.journal.record(Action::Knob {
+            path: p.clone(),
+            restore: format!("!{trigger}"),
+        })?;
+        fs::write(&p, trigger)
+    }
+
     /// Enables `system/event`; false when this kernel does not have it.
     pub fn enable_event(&mut self, name: &str) -> bool {
         self.set(&format!("events/{name}/enable"), "1").is_ok()

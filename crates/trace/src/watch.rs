@@ -398,12 +398,15 @@ impl Trace {
             sum.threads.push(WatchedThread { name, ..t });
         }
         if let Some((tid, cpu, run, lat)) = log.tripped {
+            let w = self.split_woken(cpu, run.saturating_sub(lat), run, &[tid], None);
             sum.stopped_at = Some(StopEvent {
                 tid,
                 cpu,
                 at_ns: Nanos(run.saturating_sub(spec.origin)),
                 latency_ns: Nanos(lat),
                 threshold_ns: spec.stop_at.unwrap_or(Nanos::ZERO),
+                causes: w.to_shares(),
+                stack: None,
             });
         }
         for (&cpu, &lost) in &self.lost {

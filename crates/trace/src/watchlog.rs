@@ -80,6 +80,15 @@ impl WatchLog {
         }
     }
 
+    /// Keeps the events of `tids` too, from now on.
+    pub fn add_tids(&mut self, tids: &[i32]) {
+        for t in tids {
+            if !self.tids.contains(t) {
+                self.tids.push(*t);
+            }
+        }
+    }
+
     fn push(&mut self, e: ThreadEvent) {
         if self.events.len() >= self.max {
             self.dropped += 1;

@@ -98,21 +98,24 @@ pub fn run(args: Args) -> CliResult {
     }
     opts::check_output("--json", &args.common.json)?;
     opts::check_output("--stop-trace", &args.stop.stop_trace)?;
+    opts::check_output("--stop-raw", &args.stop.stop_raw)?;
     let replay = match &args.replay {
         Some(p) => Some(opts::gap_replay(p)?),
         None => None,
     };
     let sink = cfg.samples.clone();
-    let mut rec = run_one_probe(
+    let (mut rec, raw) = run_one_probe(
         "noise",
         Arc::new(Noise { cfg, replay }),
         &args.common,
         &args.cause,
         &args.c_states,
+        args.stop.evidence(),
         args.replay.as_deref(),
     )?;
     args.stop.on_threshold(&rec);
     args.stop.write_trace(&rec)?;
+    args.stop.write_raw(&rec, raw.as_ref())?;
     args.raw.write(sink.as_deref(), &mut rec)?;
     write_json(&rec, &args.common.json)?;
     gates.enforce(&rec)

@@ -15,7 +15,7 @@ use crate::probe::run_one_probe;
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause\n  punctual timer --cpus 1 --stop-at 500us --cause --on-threshold 'echo $PUNCTUAL_VALUE_NS ns on CPU $PUNCTUAL_CPU'\n  punctual timer --duration 60s --samples t.samples --fail-if 'p99 > 200us'\n  punctual timer -a 1 -p 80 -i 500us -D 1m"
+    after_help = "Examples:\n  punctual timer --duration 10s\n  punctual timer --cpus 1 --interval 500us --policy fifo --priority 80 --json t.json\n  punctual timer --cpus 0 --clock timerfd --hist hist.txt\n  punctual timer --cpus 1 --load net --cause\n  punctual timer --cpus 1 --stop-at 500us --cause --on-threshold 'echo $PUNCTUAL_VALUE_NS ns on CPU $PUNCTUAL_CPU'\n  punctual timer --cpus 1 --stop-at 1ms --cause --stop-stacks --stop-raw t.dat\n  punctual timer --duration 60s --samples t.samples --fail-if 'p99 > 200us'\n  punctual timer -a 1 -p 80 -i 500us -D 1m"
 )]
 pub struct Args {
     /// CPUs to measure: `0`, `0,1`, `0-3` or `all` (`-a` as cyclictest).
@@ -101,22 +101,25 @@ pub fn run(args: Args) -> CliResult {
     let gates = args.gates.parse()?;
     opts::check_output("--json", &args.common.json)?;
     opts::check_output("--stop-trace", &args.stop.stop_trace)?;
+    opts::check_output("--stop-raw", &args.stop.stop_raw)?;
     opts::check_output("--hist", &args.hist)?;
     let replay = match &args.replay {
         Some(p) => Some(opts::latency_replay(p)?),
         None => None,
     };
     let sink = cfg.samples.clone();
-    let mut rec = run_one_probe(
+    let (mut rec, raw) = run_one_probe(
         "timer",
         Arc::new(Timer { cfg, replay }),
         &args.common,
         &args.cause,
         &args.c_states,
+        args.stop.evidence(),
         args.replay.as_deref(),
     )?;
     args.stop.on_threshold(&rec);
     args.stop.write_trace(&rec)?;
+    args.stop.write_raw(&rec, raw.as_ref())?;
     args.raw.write(sink.as_deref(), &mut rec)?;
     write_json(&rec, &args.common.json)?;
     if let Some(p) = &args.hist {

@@ -17,6 +17,7 @@ use crate::opts;
   punctual watch --pid $(pidof pipewire) --duration 30s
   punctual watch --pid 4242 --tid 4250 --period 1ms --json w.json
   punctual watch --pid 4242 --stop-at 500us --duration 10m
+  punctual watch --pid 4242 --stop-at 2ms --stop-stacks --stop-raw w.dat --stop-trace w.perfetto.json
 `punctual forecast w.json` and `punctual advise w.json` read its record as a probe's.
 How it works and what it costs: docs/workflows.md")]
 pub struct Args {
@@ -36,6 +37,24 @@ pub struct Args {
     /// that wake-up and its causes).
     #[arg(long, value_name = "D", value_parser = opts::positive_duration)]
     pub stop_at: Option<Nanos>,
+    /// With --stop-at: write the second before the event as a Perfetto
+    /// trace (the slowest wake-ups on each CPU's track, with what filled
+    /// each). Written only when the threshold was crossed.
+    #[arg(long, value_name = "FILE", requires = "stop_at")]
+    pub stop_trace: Option<PathBuf>,
+    /// With --stop-at: write the recorder's last second before the stop,
+    /// every event raw as the kernel wrote it, as a trace.dat
+    /// (`trace-cmd report -i FILE`). Written only when the threshold was
+    /// crossed.
+    #[arg(long, value_name = "FILE", requires = "stop_at")]
+    pub stop_raw: Option<PathBuf>,
+    /// With --stop-at: record the kernel stack of every task as it gives
+    /// up a CPU (the `stacktrace` trigger, on every CPU), and keep the one
+    /// of what held the CPU during the event. Each switch away from a
+    /// task then costs its unwinding, on every CPU, the application's
+    /// included.
+    #[arg(long, requires = "stop_at")]
+    pub stop_stacks: bool,
     /// Write the record here (`-`: standard output).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -59,6 +78,8 @@ pub fn run(args: Args) -> CliResult {
     }
     opts::check_max_spikes(args.max_spikes)?;
     opts::check_output("--json", &args.json)?;
+    opts::check_output("--stop-trace", &args.stop_trace)?;
+    opts::check_output("--stop-raw", &args.stop_raw)?;
     let target = watch::target(args.pid, &args.tids)?;
     let req = WatchRequest {
         pid: args.pid,
@@ -68,6 +89,10 @@ pub fn run(args: Args) -> CliResult {
         stop_at: args.stop_at,
         buffer_kb: args.buffer_kb,
         max_spikes: args.max_spikes,
+        evidence: punctual_measure::Evidence {
+            raw: args.stop_raw.is_some(),
+            stacks: args.stop_stacks,
+        },
     };
     eprintln!(
         "watching {} ({}), {} thread(s), for {}; Ctrl-C stops and keeps the results",
@@ -81,9 +106,13 @@ pub fn run(args: Args) -> CliResult {
         punctual_live::sysinfo::collect(),
         crate::output::rfc3339_now(),
     );
-    watch::run(&mut rec, &req, &target, crate::interrupt::stop_flag())?;
+    let raw = watch::run(&mut rec, &req, &target, crate::interrupt::stop_flag())?;
     let (text, warnings) = punctual_report::text::watch::render(&rec, args.top);
     print!("{text}");
     eprint!("{warnings}");
+    if let (Some(p), Some(s)) = (&args.stop_trace, rec.watch().and_then(|w| w.stopped_at)) {
+        opts::write_stop_trace(p, &rec, s.at_ns.0)?;
+    }
+    opts::write_stop_raw(args.stop_raw.as_deref(), &rec, raw.as_ref())?;
     crate::output::write_json(&rec, &args.json)
 }

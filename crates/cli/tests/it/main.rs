@@ -9,6 +9,7 @@ mod cause;
 mod check;
 mod compare;
 mod edges;
+mod evidence;
 mod field;
 mod forecast;
 mod golden;

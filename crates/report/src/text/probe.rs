@@ -131,7 +131,40 @@ pub fn stopped_line(rec: &Record) -> String {
         line.push_str(&format!("; filled by {}", causes.join(", ")));
     }
     line.push('\n');
+    line.push_str(&stack_lines(e.get("stack")));
     line
+}
+
+/// Frames of a stack shown under the `stopped at` line: the innermost ones
+/// are the tracepoint and the scheduler, the outermost the system call or
+/// interrupt entry; what the task was doing sits between.
+const STACK_FRAMES_SHOWN: usize = 16;
+
+/// The kernel stack of what held the CPU (`stopped_at.stack`, with
+/// `--stop-stacks`), one frame a line, or nothing.
+pub fn stack_lines(stack: Option<&serde_json::Value>) -> String {
+    let Some(s) = stack else {
+        return String::new();
+    };
+    let frames: Vec<&str> = s
+        .get("frames")
+        .and_then(|f| f.as_array())
+        .map(|f| f.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    let mut out = format!(
+        "kernel stack of {} when it gave the CPU back:\n",
+        s.get("task").and_then(|t| t.as_str()).unwrap_or("?")
+    );
+    for f in frames.iter().take(STACK_FRAMES_SHOWN) {
+        out.push_str(&format!("  => {f}\n"));
+    }
+    if frames.len() > STACK_FRAMES_SHOWN {
+        out.push_str(&format!(
+            "  … {} more in the record\n",
+            frames.len() - STACK_FRAMES_SHOWN
+        ));
+    }
+    out
 }
 
 /// What was held of the C-states during a live run, from the record's

@@ -179,11 +179,34 @@ pub fn render(rec: &Record, top: usize) -> (String, String) {
     if let Some(s) = &sum.stopped_at {
         let _ = writeln!(
             out,
-            "\nstopped at +{}: thread {} on CPU {} woke {} after its wake-up, over --stop-at {}",
-            s.at_ns, s.tid, s.cpu, s.latency_ns, s.threshold_ns
+            "\nstopped at +{}: thread {} on CPU {} woke {} after its wake-up, over --stop-at {}{}",
+            s.at_ns,
+            s.tid,
+            s.cpu,
+            s.latency_ns,
+            s.threshold_ns,
+            filled_by(&s.causes)
         );
+        let stack = s.stack.as_ref().and_then(|k| serde_json::to_value(k).ok());
+        out.push_str(&probe::stack_lines(stack.as_ref()));
     }
     (out, probe::warnings_block(rec))
+}
+
+/// `; filled by A 80%, B 15%` for the shares of at least 0.5 % (five at
+/// most), as the probes' `stopped at` line says it; nothing without any.
+fn filled_by(causes: &[punctual_record::SourceShare]) -> String {
+    let named: Vec<String> = causes
+        .iter()
+        .filter(|c| c.share >= 0.005)
+        .take(5)
+        .map(|c| format!("{} {:.0}%", c.name, c.share * 100.0))
+        .collect();
+    if named.is_empty() {
+        String::new()
+    } else {
+        format!("; filled by {}", named.join(", "))
+    }
 }
 
 #[cfg(test)]

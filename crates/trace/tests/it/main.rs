@@ -7,4 +7,5 @@ mod common;
 
 mod captured;
 mod live;
+mod rawdat;
 mod watch_captured;

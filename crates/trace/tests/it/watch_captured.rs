@@ -76,6 +76,7 @@ fn replay() -> Trace {
         rt_runtime_us: None,
         rt_period_us: None,
         watch: Some(log),
+        raw: None,
     }
 }
 
