@@ -6,6 +6,8 @@ need=()
 # report/monitor tests: headless browser, promtool and a real Prometheus.
 command -v chromium >/dev/null || need+=(chromium)
 command -v promtool >/dev/null || need+=(prometheus)
+# --stop-raw tests: trace-cmd reads the trace.dat punctual writes.
+command -v trace-cmd >/dev/null || need+=(trace-cmd)
 command -v rustfmt >/dev/null || rustup component add rustfmt
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 if [ ${#need[@]} -gt 0 ]; then
