@@ -210,14 +210,22 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
 }
 
 /// The latencies the wake-ups a long stall swallowed would have had:
-/// for each logged wake-up late by v beyond the probe's period p, the
-/// wake-up instants v − p, v − 2p, … fell into the same stall and became
-/// missed periods. None when the spike log does not hold every wake-up
-/// later than p (then they cannot be placed).
-fn swallowed_wake_ups(m: &TailModel) -> Option<Vec<Nanos>> {
+/// for each wake-up late by v beyond the probe's period p, the wake-up
+/// instants v − p, v − 2p, … fell into the same stall and became missed
+/// periods. A probe that skips them counts ⌊v / p⌋ missed periods per
+/// such wake-up (the live timer does), so where the record's missed
+/// count is exactly what its histogram implies, the histogram places
+/// them all, bucket for bucket, with no spike log needed. Otherwise
+/// (a probe that queued delayed periods, or missed periods from
+/// elsewhere) they are placed from the spike log when it holds every
+/// wake-up later than p, and None when neither can place them.
+pub(crate) fn swallowed_wake_ups(m: &TailModel) -> Option<Vec<Nanos>> {
     let p = m.sample_period_ns.0;
     if p == 0 || m.metric != punctual_record::Metric::Latency {
         return None;
+    }
+    if let Some(out) = swallowed_from_histogram(m) {
+        return Some(out);
     }
     let logged: Vec<u64> = m
         .spike_log
@@ -234,6 +242,28 @@ fn swallowed_wake_ups(m: &TailModel) -> Option<Vec<Nanos>> {
         while r > 0 {
             out.push(Nanos(r));
             r = r.saturating_sub(p);
+        }
+    }
+    Some(out)
+}
+
+/// The swallowed wake-ups placed from the histogram, where the record's
+/// missed-period count is exactly the ⌊v / p⌋ its wake-ups imply.
+fn swallowed_from_histogram(m: &TailModel) -> Option<Vec<Nanos>> {
+    let p = m.sample_period_ns.0;
+    let w = m.tail.bucket_ns.max(1);
+    if p == 0 || p % w != 0 {
+        return None;
+    }
+    let long = m.tail.buckets().iter().filter(|(lo, _)| *lo >= p);
+    let implied: u64 = long.clone().map(|(lo, c)| c * (lo / p)).sum();
+    if implied == 0 || implied != m.missed {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (lo, c) in long {
+        for j in 1..=lo / p {
+            out.extend(std::iter::repeat_n(Nanos(lo - j * p), *c as usize));
         }
     }
     Some(out)
@@ -259,10 +289,14 @@ fn long_stall_warning(m: &TailModel) -> Option<String> {
         Some(extra) => format!(
             "{k} wake-ups were later than the probe's {p} period: the stalls behind them were \
              longer than a period, and the {} wake-ups they swallowed (missed periods, which \
-             would have been late by v − {p}, v − 2·{p}, … of each logged v) are added to the \
-             stall inference; the stall term then counts every stall the probe slept through, \
-             also those a consumer would meet asleep, towards more underruns",
-            extra.len()
+             would have been late by v − {p}, v − 2·{p}, … of each v; placed from {}) are added \
+             to the stall inference, so each stall's length is read whole",
+            extra.len(),
+            if m.missed > 0 && swallowed_from_histogram(m).is_some() {
+                "the record's missed-period count"
+            } else {
+                "the spike log"
+            }
         ),
         None => format!(
             "{k} wake-ups were later than the probe's {p} period: the stalls behind them were \
@@ -778,6 +812,58 @@ mod tests {
         let st = queue::StallModel::from_tail(&m.tail.with_extra(&extra));
         let twice = queue::forecast_with(&m.tail, &st, None, &b).rate_per_s;
         assert!(twice > 1.35 * 0.2, "{twice}/s");
+    }
+
+    /// The record of the test above without its spike log: where the
+    /// probe counted the four periods each stall swallowed as missed (as
+    /// the live timer does, ⌊4.52 ms / 1 ms⌋ per stall), the histogram
+    /// places them and the forecast is the same 0.2/s, one underrun per
+    /// stall, and says where it placed them from; where the record's
+    /// missed count is not what its wake-ups imply (here none counted),
+    /// they cannot be placed, the stall lengths are read short, and the
+    /// forecast says so.
+    #[test]
+    fn missed_periods_place_a_long_stall_without_a_spike_log() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        for i in 0..100_000u64 {
+            if i % 5000 == 2500 {
+                r.record(Nanos::from_us(4520));
+                r.add_missed(4);
+            } else if i % 5000 > 2500 && i % 5000 <= 2504 {
+            } else {
+                r.record(Nanos::from_us(20 + i % 7));
+            }
+        }
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
+        assert!(m.spike_log.is_empty());
+        assert_eq!(swallowed_wake_ups(&m).map(|e| e.len()), Some(80));
+        let x = mttf(&m, &b).unwrap();
+        assert!(
+            (x.underrun_rate_per_s - 0.2).abs() < 0.2 * 0.1,
+            "{}/s",
+            x.underrun_rate_per_s
+        );
+        let said = |x: &Mttf| {
+            x.assumptions
+                .iter()
+                .find(|a| a.contains("later than the probe's"))
+                .cloned()
+                .unwrap()
+        };
+        assert!(
+            said(&x).contains("placed from the record's missed-period count"),
+            "{}",
+            said(&x)
+        );
+        let mut blind = s.clone();
+        blind.missed = 0;
+        let m = TailModel::new(&blind, Nanos::from_secs(100)).unwrap();
+        assert_eq!(swallowed_wake_ups(&m), None);
+        let y = mttf(&m, &b).unwrap();
+        assert!(said(&y).contains("cannot be placed"), "{}", said(&y));
+        assert!(y.queue.stalls.rate_per_s < x.queue.stalls.rate_per_s);
     }
 
     /// 100 s of a 1 ms probe with 40 late wake-ups of 3 ms: spread one
