@@ -272,7 +272,7 @@ fn live_missed(s: &punctual_record::Series) -> punctual_record::Series {
         return s;
     };
     // CAL_QUEUE=1: the probe queues delayed jobs and skips none.
-    if std::env::var_os("CAL_QUEUE").is_some() || p.0 == 0 || p.0 % w.max(1) != 0 {
+    if std::env::var_os("CAL_QUEUE").is_some() || p.0 == 0 || !p.0.is_multiple_of(w.max(1)) {
         return s;
     }
     s.missed = s

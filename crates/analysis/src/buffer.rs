@@ -252,7 +252,7 @@ pub(crate) fn swallowed_wake_ups(m: &TailModel) -> Option<Vec<Nanos>> {
 fn swallowed_from_histogram(m: &TailModel) -> Option<Vec<Nanos>> {
     let p = m.sample_period_ns.0;
     let w = m.tail.bucket_ns.max(1);
-    if p == 0 || p % w != 0 {
+    if p == 0 || !p.is_multiple_of(w) {
         return None;
     }
     let long = m.tail.buckets().iter().filter(|(lo, _)| *lo >= p);
