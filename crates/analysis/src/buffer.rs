@@ -69,13 +69,21 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     // wake-ups are re-weighted to a consumer that sleeps only t − c of
     // each period (`queue::forecast_sleeping`); otherwise the inference
     // reads long stalls short and the wake-ups stay as recorded.
-    let sleeping = |extra: &[Nanos]| {
-        let st = queue::StallModel::from_tail(&m.tail.with_extra(extra));
+    let sleeping = |whole: &crate::tail::Tail| {
+        let st = queue::StallModel::from_tail(whole);
         queue::forecast_sleeping(&m.tail, &st, m.stall_times.as_ref(), b, true)
     };
+    // The relative variance of the underrun rate from the error in the
+    // stall model, where a long stall's swallowed periods are placed.
+    let mut stall_var = None;
     let q = match &m.gap_stalls {
         None => match swallowed_wake_ups(m) {
-            Some(extra) => sleeping(&extra),
+            Some(extra) => {
+                let whole = m.tail.with_extra(&extra);
+                let q = sleeping(&whole);
+                stall_var = stall_model_variance(&whole, &q, |t| sleeping(t).rate_per_s);
+                q
+            }
             None => queue::forecast(&m.tail, m.stall_times.as_ref(), b),
         },
         Some(g) => {
@@ -128,10 +136,19 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     // by the mean run length the spike log shows at their level.
     let k_eff = q.underrun_probability * n / run_length(m, slack);
     let n_s = stall_count(m, &q.stalls) / run_length(m, q.stalls.threshold_ns);
-    let k_e = if n_s > 0.0 && k_eff > 0.0 {
-        1.0 / (1.0 / k_eff + 1.0 / n_s)
-    } else {
-        k_eff
+    // Where long stalls were read whole (their swallowed periods placed),
+    // the underrun rate hangs on the stall lengths as much as on their
+    // rate: near the slack a few µs of length decide, which 1/n_s does
+    // not count. There the stall term's variance is the larger of 1/n_s
+    // and the bootstrap's (`stall_model_variance`).
+    let var_s = match (n_s > 0.0, stall_var) {
+        (true, Some(v)) => Some(v),
+        (true, None) => Some(1.0 / n_s),
+        (false, v) => v,
+    };
+    let k_e = match var_s {
+        Some(v) if k_eff > 0.0 => 1.0 / (1.0 / k_eff + v),
+        _ => k_eff,
     };
     // Stalls that cluster in time (on/off storms) make the counts vary
     // across the record more than Poisson's: the interval is that of
@@ -207,6 +224,36 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         exceedance: p,
         assumptions,
     })
+}
+
+/// Bootstrap replicates of the stall model behind a long-stall forecast.
+const STALL_BOOT: usize = 40;
+/// Their seed, fixed so the same record gives the same bytes.
+const STALL_BOOT_SEED: u64 = 0x57A1_1B00_75EE_D5ED;
+
+/// The relative variance of the underrun rate that comes from estimating
+/// the stall model: the wake-ups from the stall threshold up (the record's
+/// and the swallowed ones) are redrawn [`STALL_BOOT`] times, each bucket's
+/// count from a Poisson law of its mean, the stall model is read again
+/// from each and the chain evaluated. This counts the error in the stall
+/// lengths as well as in their rate; the swallowed periods are redrawn as
+/// if independent of the wake-up they follow, which errs towards a
+/// narrower interval. None when the point forecast has no underrun.
+fn stall_model_variance(
+    whole: &crate::tail::Tail,
+    q: &QueueForecast,
+    rate: impl Fn(&crate::tail::Tail) -> f64,
+) -> Option<f64> {
+    if q.rate_per_s <= 0.0 || q.stalls.rate_per_s <= 0.0 {
+        return None;
+    }
+    let mut rng = crate::rng::SplitMix64::new(STALL_BOOT_SEED);
+    let level = q.stalls.threshold_ns.0;
+    let rel: Vec<f64> = (0..STALL_BOOT)
+        .map(|_| rate(&whole.resampled_above(level, &mut rng)) / q.rate_per_s)
+        .collect();
+    let mean = rel.iter().sum::<f64>() / rel.len() as f64;
+    Some(rel.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (rel.len() - 1) as f64)
 }
 
 /// The latencies the wake-ups a long stall swallowed would have had:
@@ -864,6 +911,45 @@ mod tests {
         let y = mttf(&m, &b).unwrap();
         assert!(said(&y).contains("cannot be placed"), "{}", said(&y));
         assert!(y.queue.stalls.rate_per_s < x.queue.stalls.rate_per_s);
+    }
+
+    /// Stalls of 1.9–2.1 ms, 20 a second, under a 1 ms probe, for 2 × 3 ms
+    /// buffers with c = 1 ms: a stall during the compute underruns when
+    /// it is longer than the 2 ms left, so whether a stall underruns is
+    /// decided by the few µs the record reads its length to. The interval
+    /// then counts the error in the stall lengths (the bootstrap of the
+    /// stall model), which is larger than that of their count alone.
+    #[test]
+    fn stall_lengths_near_the_slack_widen_the_interval() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        let mut rng = crate::rng::SplitMix64::new(7);
+        let mut i = 0u64;
+        while i < 100_000 {
+            if i % 50 == 25 {
+                let g = 1_900_000 + (rng.uniform_open() * 200_000.0) as u64;
+                let v = g - (rng.uniform_open() * 1_000_000.0) as u64;
+                r.record(Nanos(v));
+                r.add_missed(v / 1_000_000);
+                i += 1 + v / 1_000_000;
+            } else {
+                r.record(Nanos::from_us(20 + i % 7));
+                i += 1;
+            }
+        }
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
+        let b = Buffering::new(2, Nanos::from_ms(3), Compute::Time(Nanos::from_ms(1)));
+        let x = mttf(&m, &b).unwrap();
+        let whole = m.tail.with_extra(&swallowed_wake_ups(&m).unwrap());
+        let var = stall_model_variance(&whole, &x.queue, |t| {
+            let st = queue::StallModel::from_tail(t);
+            queue::forecast_sleeping(&m.tail, &st, None, &b, true).rate_per_s
+        })
+        .unwrap();
+        let n_s = stall_count(&m, &x.queue.stalls) / run_length(&m, x.queue.stalls.threshold_ns);
+        assert!(var > 2.0 / n_s, "bootstrap {var}, count {}", 1.0 / n_s);
+        let width = x.rate_ci_high_per_s / x.rate_ci_low_per_s;
+        assert!(width > 1.0 + 4.0 * var.sqrt(), "{width} {var}");
     }
 
     /// 100 s of a 1 ms probe with 40 late wake-ups of 3 ms: spread one
