@@ -141,7 +141,11 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     // rate: near the slack a few µs of length decide, which 1/n_s does
     // not count. There the stall term's variance is the larger of 1/n_s
     // and the bootstrap's (`stall_model_variance`).
-    let var_s = match (n_s > 0.0, stall_var) {
+    // At most 1, the relative variance of a single Poisson count: where
+    // the replicates scatter over orders of magnitude (one rare stall near
+    // the slack decides the rate), a variance says little about the
+    // spread, and the interval is taken as resting on one stall.
+    let var_s = match (n_s > 0.0, stall_var.map(|v| v.min(1.0))) {
         (true, Some(v)) => Some(v),
         (true, None) => Some(1.0 / n_s),
         (false, v) => v,
