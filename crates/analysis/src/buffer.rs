@@ -154,6 +154,22 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         Some(v) if k_eff > 0.0 => 1.0 / (1.0 / k_eff + v),
         _ => k_eff,
     };
+    // The lengths decide more than the count: said, because the timer
+    // reads a stall's length only through its wake-up path and the
+    // consumer's own switches, which it does not see, may tip it.
+    if let (Some(v), true) = (stall_var, n_s > 0.0) {
+        if v > 4.0 / n_s {
+            assumptions.push(format!(
+                "the underrun rate hangs on the stall lengths more than on their number (the \
+                 stall model's bootstrap: ±{:.0} % at one standard deviation, their count alone \
+                 ±{:.0} %): stalls end near the slack, a timer record reads each length only \
+                 through its own wake-up, and a consumer's own switches may tip it; a running \
+                 thread's gaps measure them (--stalls NOISE_RECORD, or a check record's own)",
+                100.0 * v.min(1.0).sqrt(),
+                100.0 / n_s.sqrt()
+            ));
+        }
+    }
     // Stalls that cluster in time (on/off storms) make the counts vary
     // across the record more than Poisson's: the interval is that of
     // k_e / D, D the index of dispersion of the stall runs across windows.
@@ -908,6 +924,12 @@ mod tests {
             "{}",
             said(&x)
         );
+        // Every such stall underruns whatever its exact length: the count
+        // decides, and nothing is said about the lengths.
+        assert!(!x
+            .assumptions
+            .iter()
+            .any(|a| a.contains("hangs on the stall lengths")));
         let mut blind = s.clone();
         blind.missed = 0;
         let m = TailModel::new(&blind, Nanos::from_secs(100)).unwrap();
@@ -954,6 +976,13 @@ mod tests {
         assert!(var > 2.0 / n_s, "bootstrap {var}, count {}", 1.0 / n_s);
         let width = x.rate_ci_high_per_s / x.rate_ci_low_per_s;
         assert!(width > 1.0 + 4.0 * var.sqrt(), "{width} {var}");
+        assert!(
+            x.assumptions
+                .iter()
+                .any(|a| a.contains("hangs on the stall lengths")),
+            "{:#?}",
+            x.assumptions
+        );
     }
 
     /// 100 s of a 1 ms probe with 40 late wake-ups of 3 ms: spread one
