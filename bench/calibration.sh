@@ -6,16 +6,19 @@
 #   SEEDS  short records per shape (default 100)
 #   SHORT  length of each short record, a check's timer half (default 30s)
 #   LONG   simulated time of the consumer run that gives the truth (default 2h)
-#   SHAPE  only this shape (poisson, periodic, on/off, heavy, mixture, tick)
+#   SHAPE  only this shape (poisson, periodic, on/off, heavy, mixture, tick, long)
 #
 # For each interference shape: one long run of the consumer itself
-# (3 × 1 ms buffers, 0.5 ms compute; after an underrun it drops the jobs
+# (3 × 1 ms buffers, 0.5 ms compute; for `long`, whose stalls outlast the
+# probe's period, 2 × 3 ms and 1 ms; after an underrun it drops the jobs
 # queued behind it and restarts at the next release, as validate's
 # consumer does) gives the true underrun rate; SEEDS short runs of a 1 ms
 # probe that skips the periods a stall swallows (as the live probe does)
-# under the same noise are each forecast with the queue model.
+# under the same noise are each forecast with the queue model; the
+# probe's missed periods are counted as the live timer counts them.
 # CAL_QUEUE=1: probe and consumer queue delayed jobs instead (the first
-# harness); CAL_RENEWAL=1: renewal arrivals (--arrivals renewal). Prints a markdown table: coverage of the nominal 95%
+# harness); CAL_RENEWAL=1: renewal arrivals (--arrivals renewal);
+# CAL_SHOW=1: each record's forecast and assumption lines. Prints a markdown table: coverage of the nominal 95%
 # interval, decided verdicts (targets at 0.1, 0.3, 3 and 10 × the true
 # MTTF) and how many were wrong, the median and the mean of predicted ÷
 # true rate, and how many records forecast fewer than one underrun in

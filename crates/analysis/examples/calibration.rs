@@ -30,7 +30,25 @@ struct Shape {
     /// Probe and consumer released by a 1 ms timer on the scenario's
     /// clock (so a tick clock rounds both), not at exact periods.
     timer: bool,
+    /// The consumer forecast and run for the truth: n buffers of t µs,
+    /// c µs of compute.
+    consumer: Consumer,
 }
+
+/// A consumer: `n` buffers of `t_us`, `c_us` of compute per buffer.
+#[derive(Clone, Copy)]
+struct Consumer {
+    n: u32,
+    t_us: u64,
+    c_us: u64,
+}
+
+/// The consumer of every shape but the long stalls': 3 × 1 ms, 0.5 ms.
+const SMALL: Consumer = Consumer {
+    n: 3,
+    t_us: 1000,
+    c_us: 500,
+};
 
 const SHAPES: &[Shape] = &[
     Shape {
@@ -45,6 +63,7 @@ rate = 0.5
 duration = { exp = "1ms" }
 "#,
         timer: false,
+        consumer: SMALL,
     },
     Shape {
         name: "periodic",
@@ -64,6 +83,7 @@ rate = 0.3
 duration = { exp = "1ms" }
 "#,
         timer: false,
+        consumer: SMALL,
     },
     Shape {
         name: "on/off",
@@ -79,6 +99,7 @@ burst_off = "5s"
 duration = { exp = "300us" }
 "#,
         timer: false,
+        consumer: SMALL,
     },
     Shape {
         name: "heavy",
@@ -98,6 +119,7 @@ rate = 0.1
 duration = { uniform = ["3ms", "20ms"] }
 "#,
         timer: false,
+        consumer: SMALL,
     },
     Shape {
         name: "mixture",
@@ -125,6 +147,7 @@ rate = 0.2
 duration = { exp = "1ms" }
 "#,
         timer: false,
+        consumer: SMALL,
     },
     Shape {
         name: "tick",
@@ -141,12 +164,33 @@ rate = 0.5
 duration = { exp = "1ms" }
 "#,
         timer: true,
+        consumer: SMALL,
+    },
+    Shape {
+        name: "long",
+        what: "stalls longer than the probe's period: a burst of 1.5-2.5 ms every 23.1 ms, plus Poisson stalls 0.3/s of mean 1 ms; consumer 2 × 3 ms, 1 ms",
+        toml: r#"
+[[noise]]
+name = "burst"
+kind = "periodic"
+level = "stall"
+period = "23.1ms"
+duration = { uniform = ["1.5ms", "2.5ms"] }
+[[noise]]
+name = "stalls"
+kind = "poisson"
+level = "stall"
+rate = 0.3
+duration = { exp = "1ms" }
+"#,
+        timer: false,
+        consumer: Consumer {
+            n: 2,
+            t_us: 3000,
+            c_us: 1000,
+        },
     },
 ];
-
-const N: u32 = 3;
-const T_US: u64 = 1000;
-const C_US: u64 = 500;
 
 fn scenario(shape: &Shape, task: &str) -> String {
     format!(
@@ -181,6 +225,7 @@ fn probe_task(shape: &Shape) -> String {
 /// (`refill`): the consumer the queue model describes (docs/forecast.md
 /// §3.2) and `validate` runs. One underrun is one such episode.
 fn consumer_task(shape: &Shape) -> String {
+    let Consumer { n, t_us, c_us } = shape.consumer;
     // CAL_QUEUE=1: the consumer that never drops a job and counts each
     // late one (the truth of the first calibration runs).
     let refill = || {
@@ -192,14 +237,14 @@ fn consumer_task(shape: &Shape) -> String {
     };
     if shape.timer {
         format!(
-            "[[timer]]\nname = \"t\"\nperiod = \"{T_US}us\"\nmode = \"fixed\"\ntask = \"consumer\"\n\
-             [[task]]\nname = \"consumer\"\nkind = \"timer\"\npriority = 31\nexec = \"{C_US}us\"\ndeadline = \"{}us\"\n{}",
-            T_US * u64::from(N - 1),
+            "[[timer]]\nname = \"t\"\nperiod = \"{t_us}us\"\nmode = \"fixed\"\ntask = \"consumer\"\n\
+             [[task]]\nname = \"consumer\"\nkind = \"timer\"\npriority = 31\nexec = \"{c_us}us\"\ndeadline = \"{}us\"\n{}",
+            t_us * u64::from(n - 1),
             refill()
         )
     } else {
         format!(
-            "[[task]]\nname = \"consumer\"\nkind = \"periodic\"\npriority = 31\nperiod = \"{T_US}us\"\nexec = \"{C_US}us\"\nbuffers = {N}\n{}",
+            "[[task]]\nname = \"consumer\"\nkind = \"periodic\"\npriority = 31\nperiod = \"{t_us}us\"\nexec = \"{c_us}us\"\nbuffers = {n}\n{}",
             refill()
         )
     }
@@ -217,17 +262,59 @@ fn simulate(text: &str, seed: u64, duration: Nanos) -> Record {
     punctual_sim::to_record(&scn, &o, &[])
 }
 
+/// The probe's series with its missed periods counted as the live
+/// timer counts them: ⌊v / p⌋ for a wake-up late by v (the periods it
+/// skipped). The simulator's refilling task counts one per late job
+/// instead, the episodes its consumer's truth is made of.
+fn live_missed(s: &punctual_record::Series) -> punctual_record::Series {
+    let mut s = s.clone();
+    let (Some(p), w) = (s.sample_period_ns, s.histogram.bucket_ns) else {
+        return s;
+    };
+    // CAL_QUEUE=1: the probe queues delayed jobs and skips none.
+    if std::env::var_os("CAL_QUEUE").is_some() || p.0 == 0 || !p.0.is_multiple_of(w.max(1)) {
+        return s;
+    }
+    s.missed = s
+        .histogram
+        .buckets
+        .iter()
+        .map(|(lo, c)| c * (lo / p.0))
+        .sum();
+    s
+}
+
 /// The forecast of one short record: (rate, lo, hi) underruns per second.
-fn forecast(rec: &Record) -> Option<(f64, f64, f64)> {
+fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
     let s = rec.series_named("probe.latency")?;
+    let s = &live_missed(s);
     let mut m = TailModel::new(s, rec.duration_ns)
         .ok()?
         .with_spike_log(rec, s);
     if std::env::var_os("CAL_RENEWAL").is_some() {
         m = m.with_record_spikes(rec, s);
     }
-    let b = Buffering::new(N, Nanos::from_us(T_US), Compute::Time(Nanos::from_us(C_US)));
+    let b = Buffering::new(
+        c.n,
+        Nanos::from_us(c.t_us),
+        Compute::Time(Nanos::from_us(c.c_us)),
+    );
     let r = mttf(&m, &b).ok()?;
+    // CAL_SHOW=1: what the forecast of each record assumed.
+    if std::env::var_os("CAL_SHOW").is_some() {
+        eprintln!(
+            "{:.3}/s ({:.3}-{:.3}); stalls {:.1}/s; {} logged, {} dropped, {} missed, bucket {} ns\n  {}",
+            r.underrun_rate_per_s,
+            r.rate_ci_low_per_s,
+            r.rate_ci_high_per_s,
+            r.queue.stalls.rate_per_s,
+            rec.spikes.len(),
+            rec.spikes_dropped,
+            s.missed,
+            s.histogram.bucket_ns,
+            r.assumptions.join("\n  ")
+        );
+    }
     Some((
         r.underrun_rate_per_s,
         r.rate_ci_low_per_s,
@@ -250,7 +337,7 @@ fn main() {
     let long = parse_duration(args.get(3).map(String::as_str).unwrap_or("2h")).unwrap();
     let only: Option<&str> = args.get(4).map(String::as_str);
     println!(
-        "consumer {N} × {T_US}us, compute {C_US}us; {seeds} records of {short} per shape, truth from {long}\n"
+        "consumer 3 × 1000us, compute 500us (long: 2 × 3000us, 1000us); {seeds} records of {short} per shape, truth from {long}\n"
     );
     println!("| shape | true MTTF | coverage of 95% CI | decided | wrong decided | median predicted/true | mean predicted/true | forecasts of < 1 underrun in the record | what |");
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -262,6 +349,7 @@ fn main() {
             .unwrap_or(0);
         let true_rate = missed as f64 / truth_rec.duration_ns.as_secs_f64();
         let text = Arc::new(scenario(shape, &probe_task(shape)));
+        let consumer = shape.consumer;
         let results = Arc::new(Mutex::new(Vec::new()));
         let next = Arc::new(Mutex::new(0u64));
         let workers: Vec<_> = (0..2)
@@ -277,7 +365,7 @@ fn main() {
                         *n
                     };
                     let rec = simulate(&text, 1000 + i, short);
-                    if let Some(f) = forecast(&rec) {
+                    if let Some(f) = forecast(&rec, consumer) {
                         results.lock().unwrap().push(f);
                     }
                 })

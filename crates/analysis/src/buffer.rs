@@ -69,13 +69,21 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     // wake-ups are re-weighted to a consumer that sleeps only t − c of
     // each period (`queue::forecast_sleeping`); otherwise the inference
     // reads long stalls short and the wake-ups stay as recorded.
-    let sleeping = |extra: &[Nanos]| {
-        let st = queue::StallModel::from_tail(&m.tail.with_extra(extra));
+    let sleeping = |whole: &crate::tail::Tail| {
+        let st = queue::StallModel::from_tail(whole);
         queue::forecast_sleeping(&m.tail, &st, m.stall_times.as_ref(), b, true)
     };
+    // The relative variance of the underrun rate from the error in the
+    // stall model, where a long stall's swallowed periods are placed.
+    let mut stall_var = None;
     let q = match &m.gap_stalls {
         None => match swallowed_wake_ups(m) {
-            Some(extra) => sleeping(&extra),
+            Some(extra) => {
+                let whole = m.tail.with_extra(&extra);
+                let q = sleeping(&whole);
+                stall_var = stall_model_variance(&whole, &q, |t| sleeping(t).rate_per_s);
+                q
+            }
             None => queue::forecast(&m.tail, m.stall_times.as_ref(), b),
         },
         Some(g) => {
@@ -128,11 +136,40 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     // by the mean run length the spike log shows at their level.
     let k_eff = q.underrun_probability * n / run_length(m, slack);
     let n_s = stall_count(m, &q.stalls) / run_length(m, q.stalls.threshold_ns);
-    let k_e = if n_s > 0.0 && k_eff > 0.0 {
-        1.0 / (1.0 / k_eff + 1.0 / n_s)
-    } else {
-        k_eff
+    // Where long stalls were read whole (their swallowed periods placed),
+    // the underrun rate hangs on the stall lengths as much as on their
+    // rate: near the slack a few µs of length decide, which 1/n_s does
+    // not count. There the stall term's variance is the larger of 1/n_s
+    // and the bootstrap's (`stall_model_variance`).
+    // At most 1, the relative variance of a single Poisson count: where
+    // the replicates scatter over orders of magnitude (one rare stall near
+    // the slack decides the rate), a variance says little about the
+    // spread, and the interval is taken as resting on one stall.
+    let var_s = match (n_s > 0.0, stall_var.map(|v| v.min(1.0))) {
+        (true, Some(v)) => Some(v),
+        (true, None) => Some(1.0 / n_s),
+        (false, v) => v,
     };
+    let k_e = match var_s {
+        Some(v) if k_eff > 0.0 => 1.0 / (1.0 / k_eff + v),
+        _ => k_eff,
+    };
+    // The lengths decide more than the count: said, because the timer
+    // reads a stall's length only through its wake-up path and the
+    // consumer's own switches, which it does not see, may tip it.
+    if let (Some(v), true) = (stall_var, n_s > 0.0) {
+        if v > 4.0 / n_s {
+            assumptions.push(format!(
+                "the underrun rate hangs on the stall lengths more than on their number (the \
+                 stall model's bootstrap: ±{:.0} % at one standard deviation, their count alone \
+                 ±{:.0} %): stalls end near the slack, a timer record reads each length only \
+                 through its own wake-up, and a consumer's own switches may tip it; a running \
+                 thread's gaps measure them (--stalls NOISE_RECORD, or a check record's own)",
+                100.0 * v.min(1.0).sqrt(),
+                100.0 / n_s.sqrt()
+            ));
+        }
+    }
     // Stalls that cluster in time (on/off storms) make the counts vary
     // across the record more than Poisson's: the interval is that of
     // k_e / D, D the index of dispersion of the stall runs across windows.
@@ -209,15 +246,53 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     })
 }
 
+/// Bootstrap replicates of the stall model behind a long-stall forecast.
+const STALL_BOOT: usize = 40;
+/// Their seed, fixed so the same record gives the same bytes.
+const STALL_BOOT_SEED: u64 = 0x57A1_1B00_75EE_D5ED;
+
+/// The relative variance of the underrun rate that comes from estimating
+/// the stall model: the wake-ups from the stall threshold up (the record's
+/// and the swallowed ones) are redrawn [`STALL_BOOT`] times, each bucket's
+/// count from a Poisson law of its mean, the stall model is read again
+/// from each and the chain evaluated. This counts the error in the stall
+/// lengths as well as in their rate; the swallowed periods are redrawn as
+/// if independent of the wake-up they follow, which errs towards a
+/// narrower interval. None when the point forecast has no underrun.
+fn stall_model_variance(
+    whole: &crate::tail::Tail,
+    q: &QueueForecast,
+    rate: impl Fn(&crate::tail::Tail) -> f64,
+) -> Option<f64> {
+    if q.rate_per_s <= 0.0 || q.stalls.rate_per_s <= 0.0 {
+        return None;
+    }
+    let mut rng = crate::rng::SplitMix64::new(STALL_BOOT_SEED);
+    let level = q.stalls.threshold_ns.0;
+    let rel: Vec<f64> = (0..STALL_BOOT)
+        .map(|_| rate(&whole.resampled_above(level, &mut rng)) / q.rate_per_s)
+        .collect();
+    let mean = rel.iter().sum::<f64>() / rel.len() as f64;
+    Some(rel.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (rel.len() - 1) as f64)
+}
+
 /// The latencies the wake-ups a long stall swallowed would have had:
-/// for each logged wake-up late by v beyond the probe's period p, the
-/// wake-up instants v − p, v − 2p, … fell into the same stall and became
-/// missed periods. None when the spike log does not hold every wake-up
-/// later than p (then they cannot be placed).
-fn swallowed_wake_ups(m: &TailModel) -> Option<Vec<Nanos>> {
+/// for each wake-up late by v beyond the probe's period p, the wake-up
+/// instants v − p, v − 2p, … fell into the same stall and became missed
+/// periods. A probe that skips them counts ⌊v / p⌋ missed periods per
+/// such wake-up (the live timer does), so where the record's missed
+/// count is exactly what its histogram implies, the histogram places
+/// them all, bucket for bucket, with no spike log needed. Otherwise
+/// (a probe that queued delayed periods, or missed periods from
+/// elsewhere) they are placed from the spike log when it holds every
+/// wake-up later than p, and None when neither can place them.
+pub(crate) fn swallowed_wake_ups(m: &TailModel) -> Option<Vec<Nanos>> {
     let p = m.sample_period_ns.0;
     if p == 0 || m.metric != punctual_record::Metric::Latency {
         return None;
+    }
+    if let Some(out) = swallowed_from_histogram(m) {
+        return Some(out);
     }
     let logged: Vec<u64> = m
         .spike_log
@@ -234,6 +309,28 @@ fn swallowed_wake_ups(m: &TailModel) -> Option<Vec<Nanos>> {
         while r > 0 {
             out.push(Nanos(r));
             r = r.saturating_sub(p);
+        }
+    }
+    Some(out)
+}
+
+/// The swallowed wake-ups placed from the histogram, where the record's
+/// missed-period count is exactly the ⌊v / p⌋ its wake-ups imply.
+fn swallowed_from_histogram(m: &TailModel) -> Option<Vec<Nanos>> {
+    let p = m.sample_period_ns.0;
+    let w = m.tail.bucket_ns.max(1);
+    if p == 0 || !p.is_multiple_of(w) {
+        return None;
+    }
+    let long = m.tail.buckets().iter().filter(|(lo, _)| *lo >= p);
+    let implied: u64 = long.clone().map(|(lo, c)| c * (lo / p)).sum();
+    if implied == 0 || implied != m.missed {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (lo, c) in long {
+        for j in 1..=lo / p {
+            out.extend(std::iter::repeat_n(Nanos(lo - j * p), *c as usize));
         }
     }
     Some(out)
@@ -259,10 +356,14 @@ fn long_stall_warning(m: &TailModel) -> Option<String> {
         Some(extra) => format!(
             "{k} wake-ups were later than the probe's {p} period: the stalls behind them were \
              longer than a period, and the {} wake-ups they swallowed (missed periods, which \
-             would have been late by v − {p}, v − 2·{p}, … of each logged v) are added to the \
-             stall inference; the stall term then counts every stall the probe slept through, \
-             also those a consumer would meet asleep, towards more underruns",
-            extra.len()
+             would have been late by v − {p}, v − 2·{p}, … of each v; placed from {}) are added \
+             to the stall inference, so each stall's length is read whole",
+            extra.len(),
+            if m.missed > 0 && swallowed_from_histogram(m).is_some() {
+                "the record's missed-period count"
+            } else {
+                "the spike log"
+            }
         ),
         None => format!(
             "{k} wake-ups were later than the probe's {p} period: the stalls behind them were \
@@ -778,6 +879,110 @@ mod tests {
         let st = queue::StallModel::from_tail(&m.tail.with_extra(&extra));
         let twice = queue::forecast_with(&m.tail, &st, None, &b).rate_per_s;
         assert!(twice > 1.35 * 0.2, "{twice}/s");
+    }
+
+    /// The record of the test above without its spike log: where the
+    /// probe counted the four periods each stall swallowed as missed (as
+    /// the live timer does, ⌊4.52 ms / 1 ms⌋ per stall), the histogram
+    /// places them and the forecast is the same 0.2/s, one underrun per
+    /// stall, and says where it placed them from; where the record's
+    /// missed count is not what its wake-ups imply (here none counted),
+    /// they cannot be placed, the stall lengths are read short, and the
+    /// forecast says so.
+    #[test]
+    fn missed_periods_place_a_long_stall_without_a_spike_log() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        for i in 0..100_000u64 {
+            if i % 5000 == 2500 {
+                r.record(Nanos::from_us(4520));
+                r.add_missed(4);
+            } else if i % 5000 > 2500 && i % 5000 <= 2504 {
+            } else {
+                r.record(Nanos::from_us(20 + i % 7));
+            }
+        }
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
+        assert!(m.spike_log.is_empty());
+        assert_eq!(swallowed_wake_ups(&m).map(|e| e.len()), Some(80));
+        let x = mttf(&m, &b).unwrap();
+        assert!(
+            (x.underrun_rate_per_s - 0.2).abs() < 0.2 * 0.1,
+            "{}/s",
+            x.underrun_rate_per_s
+        );
+        let said = |x: &Mttf| {
+            x.assumptions
+                .iter()
+                .find(|a| a.contains("later than the probe's"))
+                .cloned()
+                .unwrap()
+        };
+        assert!(
+            said(&x).contains("placed from the record's missed-period count"),
+            "{}",
+            said(&x)
+        );
+        // Every such stall underruns whatever its exact length: the count
+        // decides, and nothing is said about the lengths.
+        assert!(!x
+            .assumptions
+            .iter()
+            .any(|a| a.contains("hangs on the stall lengths")));
+        let mut blind = s.clone();
+        blind.missed = 0;
+        let m = TailModel::new(&blind, Nanos::from_secs(100)).unwrap();
+        assert_eq!(swallowed_wake_ups(&m), None);
+        let y = mttf(&m, &b).unwrap();
+        assert!(said(&y).contains("cannot be placed"), "{}", said(&y));
+        assert!(y.queue.stalls.rate_per_s < x.queue.stalls.rate_per_s);
+    }
+
+    /// Stalls of 1.9–2.1 ms, 20 a second, under a 1 ms probe, for 2 × 3 ms
+    /// buffers with c = 1 ms: a stall during the compute underruns when
+    /// it is longer than the 2 ms left, so whether a stall underruns is
+    /// decided by the few µs the record reads its length to. The interval
+    /// then counts the error in the stall lengths (the bootstrap of the
+    /// stall model), which is larger than that of their count alone.
+    #[test]
+    fn stall_lengths_near_the_slack_widen_the_interval() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        let mut rng = crate::rng::SplitMix64::new(7);
+        let mut i = 0u64;
+        while i < 100_000 {
+            if i % 50 == 25 {
+                let g = 1_900_000 + (rng.uniform_open() * 200_000.0) as u64;
+                let v = g - (rng.uniform_open() * 1_000_000.0) as u64;
+                r.record(Nanos(v));
+                r.add_missed(v / 1_000_000);
+                i += 1 + v / 1_000_000;
+            } else {
+                r.record(Nanos::from_us(20 + i % 7));
+                i += 1;
+            }
+        }
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
+        let b = Buffering::new(2, Nanos::from_ms(3), Compute::Time(Nanos::from_ms(1)));
+        let x = mttf(&m, &b).unwrap();
+        let whole = m.tail.with_extra(&swallowed_wake_ups(&m).unwrap());
+        let var = stall_model_variance(&whole, &x.queue, |t| {
+            let st = queue::StallModel::from_tail(t);
+            queue::forecast_sleeping(&m.tail, &st, None, &b, true).rate_per_s
+        })
+        .unwrap();
+        let n_s = stall_count(&m, &x.queue.stalls) / run_length(&m, x.queue.stalls.threshold_ns);
+        assert!(var > 2.0 / n_s, "bootstrap {var}, count {}", 1.0 / n_s);
+        let width = x.rate_ci_high_per_s / x.rate_ci_low_per_s;
+        assert!(width > 1.0 + 4.0 * var.sqrt(), "{width} {var}");
+        assert!(
+            x.assumptions
+                .iter()
+                .any(|a| a.contains("hangs on the stall lengths")),
+            "{:#?}",
+            x.assumptions
+        );
     }
 
     /// 100 s of a 1 ms probe with 40 late wake-ups of 3 ms: spread one

@@ -90,6 +90,10 @@ pub struct TailModel {
     /// stall), so the MTTF interval counts stalls, not wake-ups. Empty
     /// without a spike log.
     pub spike_log: Vec<(Nanos, Nanos)>,
+    /// Periods that passed without a wake-up (`Series::missed`): a probe
+    /// that skips the periods a long stall swallowed counts them here,
+    /// which lets the queue model place them (`buffer::swallowed_wake_ups`).
+    pub missed: u64,
     boot: Vec<GpdFit>,
 }
 
@@ -210,6 +214,7 @@ impl TailModel {
             stall_times: None,
             gap_stalls: None,
             spike_log: Vec::new(),
+            missed: s.missed,
             boot: Vec::new(),
         };
         m.fit_tail();

@@ -86,6 +86,47 @@ impl Tail {
         }
     }
 
+    /// This tail with the count of every bucket from `level` up drawn
+    /// again from a Poisson law of that mean (normal beyond 30): one
+    /// bootstrap replicate of the part of the record a stall model is
+    /// read from. The buckets below `level` and the maximum are kept.
+    pub fn resampled_above(&self, level: u64, rng: &mut crate::rng::SplitMix64) -> Tail {
+        let mut buckets: Vec<(u64, u64)> = Vec::with_capacity(self.buckets.len());
+        for &(lo, c) in &self.buckets {
+            let c = if lo + self.bucket_ns <= level {
+                c
+            } else if c > 30 {
+                (c as f64 + (c as f64).sqrt() * rng.normal())
+                    .round()
+                    .max(0.0) as u64
+            } else {
+                // Knuth's product of uniforms.
+                let limit = (-(c as f64)).exp();
+                let (mut k, mut prod) = (0u64, rng.uniform_open());
+                while prod > limit {
+                    k += 1;
+                    prod *= rng.uniform_open();
+                }
+                k
+            };
+            if c > 0 {
+                buckets.push((lo, c));
+            }
+        }
+        let mut suffix = vec![0u64; buckets.len() + 1];
+        for i in (0..buckets.len()).rev() {
+            suffix[i] = suffix[i + 1] + buckets[i].1;
+        }
+        let top = buckets.last().map(|b| b.0 + self.bucket_ns).unwrap_or(0);
+        Tail {
+            bucket_ns: self.bucket_ns,
+            n: suffix[0],
+            buckets,
+            suffix,
+            max: self.max.min(Nanos(top)),
+        }
+    }
+
     /// `(lower_ns, count)` of the non-empty buckets, ascending.
     pub fn buckets(&self) -> &[(u64, u64)] {
         &self.buckets

@@ -67,3 +67,51 @@ pub struct VerdictEntry {
 fn yes() -> bool {
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The record's `verdicts[]` entry carries the fields docs and other
+    /// tools read by name (issue 17's list), in seconds, with `null` for
+    /// an unbounded end, and `measure_more_s` only for an open verdict;
+    /// it reads back to the same value.
+    #[test]
+    fn a_verdict_entry_keeps_its_named_fields_and_reads_back() {
+        let open = VerdictEntry {
+            profile: "pro audio 64 frames × 2".into(),
+            state: VerdictState::Inconclusive,
+            mttf_s: Some(30.0),
+            ci_s: [Some(3.0), None],
+            target_s: 600.0,
+            measure_more_s: Some(1500.0),
+            basis: VerdictBasis::Extrapolated,
+            representative: true,
+            note: None,
+        };
+        let v = serde_json::to_value(&open).unwrap();
+        for k in [
+            "profile",
+            "state",
+            "mttf_s",
+            "ci_s",
+            "target_s",
+            "measure_more_s",
+            "basis",
+        ] {
+            assert!(v.get(k).is_some(), "{k} missing: {v}");
+        }
+        assert_eq!(v["state"], "inconclusive");
+        assert_eq!(v["basis"], "extrapolated");
+        assert_eq!(v["ci_s"], serde_json::json!([3.0, null]));
+        assert_eq!(serde_json::from_value::<VerdictEntry>(v).unwrap(), open);
+        let decided = VerdictEntry {
+            state: VerdictState::Misses,
+            measure_more_s: None,
+            ..open
+        };
+        let v = serde_json::to_value(&decided).unwrap();
+        assert!(v.get("measure_more_s").is_none(), "{v}");
+        assert_eq!(v["state"], "misses");
+    }
+}

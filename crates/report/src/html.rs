@@ -1568,3 +1568,86 @@ pub fn render(inputs: &[Input], o: &HtmlOptions) -> Vec<u8> {
     s.push('\n');
     s.into_bytes()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More buffering never underruns more often: where the model's MTTF
+    /// fell as buffering grew, the smaller buffering is drawn at the
+    /// larger one's, and the points lowered are counted.
+    #[test]
+    fn the_mttf_curve_never_falls_as_buffering_grows() {
+        let mut pts = vec![(2.0, 1e24), (3.0, 1e16), (4.0, 1e18), (5.0, 1e17)];
+        assert_eq!(monotone_mttf(&mut pts), 2);
+        assert!(pts.windows(2).all(|w| w[0].1 <= w[1].1), "{pts:?}");
+        assert_eq!(
+            pts,
+            vec![(2.0, 1e16), (3.0, 1e16), (4.0, 1e17), (5.0, 1e17)]
+        );
+    }
+
+    /// A latency distribution spread over 10 µs – 1 ms in 1 µs buckets
+    /// falls into many log-spaced bins, every decade as many, where 100 µs
+    /// linear bins held most of it in one bar.
+    #[test]
+    fn histograms_bin_on_a_log_scale() {
+        let buckets: Vec<(u64, u64)> = (10..1000u64).map(|us| (us * 1000, 1)).collect();
+        let ratio = 10f64.powf(1.0 / 10.0);
+        let bins = log_bins(&buckets, 1000, 1000.0, ratio);
+        let decade = |lo: usize| {
+            bins.iter()
+                .filter(|(k, _)| (lo..lo + 10).contains(k))
+                .count()
+        };
+        assert_eq!(decade(10), 10);
+        assert_eq!(decade(20), 10);
+        assert_eq!(bins.iter().map(|b| b.1).sum::<u64>(), 990);
+    }
+
+    /// A simulated record's note is its scenario's file name and
+    /// description, not the scenario text it keeps for repeating the run,
+    /// and its fixed 1970 start reads "simulated"; a measured record's
+    /// start is its own.
+    #[test]
+    fn a_simulated_record_is_named_by_its_scenario_not_its_text_or_1970() {
+        let mut r = Record::new(Source::Simulated, "simulate", Platform::default());
+        r.started_at = "1970-01-01T00:00:00Z".into();
+        r.config
+            .insert("scenario_file".into(), "scenarios/audio.toml".into());
+        r.config.insert(
+            "scenario".into(),
+            "[sim]\ndescription = \"audio under load\"\n[[task]]\nname = \"a\"\n".into(),
+        );
+        assert_eq!(started_text(&r), "simulated");
+        assert_eq!(
+            scenario_note(&r).as_deref(),
+            Some("scenario audio.toml: audio under load")
+        );
+        let mut m = Record::new(Source::Measured, "timer", Platform::default());
+        m.started_at = "2026-11-27T15:00:00Z".into();
+        assert_eq!(started_text(&m), "2026-11-27T15:00:00Z");
+        assert_eq!(scenario_note(&m), None);
+    }
+
+    /// An overlaid run keeps its colour on every plot: the colour is its
+    /// place among the inputs, whichever other runs a plot shows.
+    #[test]
+    fn a_run_keeps_its_colour_from_plot_to_plot() {
+        let inputs: Vec<Input> = (0..3)
+            .map(|i| {
+                Input::new(
+                    format!("r{i}"),
+                    Record::new(Source::Measured, "timer", Platform::default()),
+                )
+            })
+            .collect();
+        for (i, x) in inputs.iter().enumerate() {
+            assert_eq!(colour_of(&inputs, &x.record), PALETTE[i % PALETTE.len()]);
+        }
+        assert_ne!(
+            colour_of(&inputs, &inputs[1].record),
+            colour_of(&inputs, &inputs[2].record)
+        );
+    }
+}
