@@ -19,23 +19,32 @@ those out).
 
 Outcomes: per task releases, completed jobs, deadline misses, aborted
 jobs and preemptions; a run is `same` when every figure of every task
-agrees. Speed: job events (releases + completions) per second of wall
-time, SimSo timed around run_model() alone and punctual as the whole
-process (parsing and record writing included) over a 100x longer run, so
-that process start does not dominate; rounds alternate the two tools and
-the ratio of the medians is printed per run, with the minimum and median
-over the runs.
+agrees. Speed: job events (releases + completions) per CPU second, SimSo
+timed around run_model() alone and punctual as the whole process
+(parsing and record writing included, from its rusage) over a 100x
+longer run, so that process start does not dominate; rounds alternate the
+two tools and the ratio of the medians is printed per run, with the
+minimum and median over the runs. CPU time rather than wall time: on a
+shared machine a run of a few milliseconds waits for a CPU, and for the
+disk when the record is synced, as long as it computes, which says
+nothing about either simulator.
+
+With --late continue, late jobs run on instead (SimSo's abort_on_miss =
+False, punctual's default) and punctual orders equal EDF deadlines as
+SimSo does (sim.edf_ties = "job"); there a job can wait behind its own
+predecessor, and the tie rule decides which of two equal deadlines runs.
 
 Usage: compare.py WORKDIR PUNCTUAL_BIN SIMSO_PYTHON [--rounds R]
        [--seeds N] [--first-seed S] [--duration-s D]
+       [--late abort|continue] [--policies edf,rm]
 Exit status 1 when any outcome differs.
 """
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = sys.path[0]
 sys.path.insert(0, HERE)
@@ -45,25 +54,31 @@ FIELDS = ("releases", "jobs", "deadline_misses", "aborted", "preemptions")
 POLICIES = ("edf", "rm")
 
 
-def punctual(binary, toml, duration=None):
+def punctual(binary, toml, duration=None, late="abort"):
+    """CPU time (user + system, from the child's rusage) of the whole
+    process, and its per-task outcomes."""
     out = toml + ".out.json"
-    cmd = [binary, "simulate", toml, "--json", out, "--set", "sim.on_miss=abort"]
+    cmd = [binary, "simulate", toml, "--json", out]
+    cmd += (["--set", "sim.on_miss=abort"] if late == "abort"
+            else ["--set", "sim.edf_ties=job"])
     if duration:
         cmd += ["--duration", duration]
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    return wall, json.load(open(out))["extra"]["sim"]["tasks"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"compare.py: {' '.join(cmd)} failed")
+    return ru.ru_utime + ru.ru_stime, json.load(open(out))["extra"]["sim"]["tasks"]
 
 
-def simso(py, js, policy):
-    cmd = [py, f"{HERE}/run_simso.py", js, "--abort"]
+def simso(py, js, policy, late="abort"):
+    cmd = [py, f"{HERE}/run_simso.py", js]
+    if late == "abort":
+        cmd.append("--abort")
     if policy == "rm":
         cmd.append("--rm")
     d = json.loads(subprocess.run(cmd, check=True, capture_output=True,
                                   text=True).stdout)
-    return d["wall_s"], d["tasks"]
+    return d["cpu_s"], d["tasks"]
 
 
 def job_events(tasks):
@@ -81,6 +96,7 @@ def draw(seed):
 def main():
     work, binary, py = sys.argv[1:4]
     rounds, seeds, first, duration_s = 3, 20, 1, 2
+    late, policies = "abort", POLICIES
     args = sys.argv[4:]
     while args:
         k = args.pop(0)
@@ -92,36 +108,43 @@ def main():
             first = int(args.pop(0))
         elif k == "--duration-s":
             duration_s = int(args.pop(0))
+        elif k == "--late":
+            late = args.pop(0)
+        elif k == "--policies":
+            policies = tuple(args.pop(0).split(","))
         else:
             sys.exit(f"compare.py: unknown argument {k!r}")
     long = f"{duration_s * 100}s"
-    print(f"{seeds} sets x (EDF, RM), {duration_s} s simulated, late jobs "
-          f"aborted at the deadline; totals SimSo/punctual; speed: punctual "
-          f"over {long}, medians of {rounds} alternating rounds")
+    how = ("aborted at the deadline" if late == "abort" else
+           "run on, EDF ties by job (sim.edf_ties = \"job\")")
+    print(f"{seeds} sets x ({', '.join(p.upper() for p in policies)}), "
+          f"{duration_s} s simulated, late jobs "
+          f"{how}; totals SimSo/punctual; speed: punctual "
+          f"over {long}, CPU time, medians of {rounds} alternating rounds")
     print(f"{'set':16} {'pol':3} {'jobs':>13} {'misses':>11} {'aborted':>11} "
           f"{'preempt':>13} same  {'ratio':>8}")
     all_same = True
     ratios = {p: [] for p in POLICIES}
     for seed in range(first, first + seeds):
         n, u, tasks = draw(seed)
-        for policy in POLICIES:
+        for policy in policies:
             name = f"s{seed}-n{n}-u{u:.2f}"
             stem = f"{name}-{policy}"
             write(work, stem, tasks, duration_s,
                   f"{policy.upper()} {n} tasks, UUniFast U={u} seed {seed}",
                   policy)
             js, toml = f"{work}/{stem}.json", f"{work}/{stem}.toml"
-            s_walls, p_walls = [], []
+            s_cpu, p_cpu = [], []
             st = pt = None
             ev_long = 0
             for r in range(max(rounds, 1)):
-                sw, st = simso(py, js, policy)
-                s_walls.append(sw)
+                sw, st = simso(py, js, policy, late)
+                s_cpu.append(sw)
                 if r == 0:
-                    _, pt = punctual(binary, toml)
+                    _, pt = punctual(binary, toml, late=late)
                 if rounds > 0:
-                    pw, lt = punctual(binary, toml, long)
-                    p_walls.append(pw)
+                    pw, lt = punctual(binary, toml, long, late)
+                    p_cpu.append(pw)
                     ev_long = job_events(lt)
             diff = [(t, f, st[t][f], pt[t].get(f, 0)) for t in st
                     for f in FIELDS if st[t][f] != pt[t].get(f, 0)]
@@ -129,8 +152,8 @@ def main():
             all_same &= same
             ratio = ""
             if rounds > 0:
-                rs = job_events(st) / statistics.median(s_walls)
-                rl = ev_long / statistics.median(p_walls)
+                rs = job_events(st) / statistics.median(s_cpu)
+                rl = ev_long / statistics.median(p_cpu)
                 ratios[policy].append(rl / rs)
                 ratio = f"{rl / rs:,.0f}x"
             tot = {f: (sum(st[t][f] for t in st), sum(pt[t].get(f, 0) for t in st))
@@ -146,6 +169,8 @@ def main():
         every = ratios["edf"] + ratios["rm"]
         for label, r in (("EDF", ratios["edf"]), ("RM", ratios["rm"]),
                          ("all", every)):
+            if not r:
+                continue
             print(f"{label:3} speed vs SimSo (job events/s): minimum "
                   f"{min(r):,.0f}x, median {statistics.median(r):,.0f}x "
                   f"over {len(r)} runs")

@@ -5,7 +5,8 @@
 # aborted at their deadline (SimSo's default, sim.on_miss = "abort").
 # Per run: totals of jobs / misses / aborted / preemptions side by side,
 # whether every task agrees, and the speed ratio in job events per second
-# (alternating rounds, medians); then the minimum and median ratio.
+# in CPU time (alternating rounds, medians); then the minimum and median
+# ratio.
 # Usage: bench/simso/compare.sh [ROUNDS] [SEEDS] [DURATION_S]
 #        (defaults 3, 20, 2; ROUNDS 0 compares outcomes only)
 set -euo pipefail
