@@ -31,7 +31,7 @@ nothing about either simulator.
 
 With --late continue, late jobs run on instead (SimSo's abort_on_miss =
 False, punctual's default) and punctual orders equal EDF deadlines as
-SimSo does (sim.edf_ties = "job"); there a job can wait behind its own
+SimSo does (sim.edf_ties = "ready"); there a job can wait behind its own
 predecessor, and the tie rule decides which of two equal deadlines runs.
 
 Usage: compare.py WORKDIR PUNCTUAL_BIN SIMSO_PYTHON [--rounds R]
@@ -60,7 +60,7 @@ def punctual(binary, toml, duration=None, late="abort"):
     out = toml + ".out.json"
     cmd = [binary, "simulate", toml, "--json", out]
     cmd += (["--set", "sim.on_miss=abort"] if late == "abort"
-            else ["--set", "sim.edf_ties=job"])
+            else ["--set", "sim.edf_ties=ready"])
     if duration:
         cmd += ["--duration", duration]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -116,7 +116,7 @@ def main():
             sys.exit(f"compare.py: unknown argument {k!r}")
     long = f"{duration_s * 100}s"
     how = ("aborted at the deadline" if late == "abort" else
-           "run on, EDF ties by job (sim.edf_ties = \"job\")")
+           "run on, EDF ties by readiness (sim.edf_ties = \"ready\")")
     print(f"{seeds} sets x ({', '.join(p.upper() for p in policies)}), "
           f"{duration_s} s simulated, late jobs "
           f"{how}; totals SimSo/punctual; speed: punctual "

@@ -512,10 +512,8 @@ impl Scheduler {
         }
     }
 
-    /// A release order for a job that becomes ready later (queued behind
-    /// its task's running job): taken at its release, so that
-    /// [`Scheduler::on_release_in_order`] can rank it among the jobs
-    /// released since.
+    /// A new ready order, for [`Scheduler::on_release_in_order`]: later
+    /// than every thread's that became ready so far.
     pub fn take_ready_order(&mut self) -> u64 {
         self.next_seq()
     }
@@ -523,7 +521,8 @@ impl Scheduler {
     /// [`Scheduler::on_release`] for an EDF thread whose new job ranks
     /// among equal deadlines by `order` (from
     /// [`Scheduler::take_ready_order`]) rather than keeping the place the
-    /// thread had: SimSo's tie rule, each job in the order it was released.
+    /// thread had while it stayed runnable: SimSo's tie rule, where a job
+    /// queued behind its predecessor becomes ready when that one ends.
     pub fn on_release_in_order(
         &mut self,
         _now: Nanos,

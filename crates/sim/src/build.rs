@@ -141,9 +141,9 @@ impl Sim {
                     t.kind == TaskKind::Periodic && t.period.is_some() && t.deadline == t.period;
             }
         }
-        if scn.edf_ties_by_job()? {
+        if scn.edf_ties_by_ready()? {
             for t in &mut sim.tasks {
-                t.ties_by_job = t.edf;
+                t.ties_by_ready = t.edf;
             }
         }
         sim.build_timers(&cx, &task_names)?;
@@ -432,8 +432,7 @@ impl Sim {
             spike_threshold,
             fuse_deadline: false,
             fused: None,
-            ties_by_job: false,
-            backlog_order: VecDeque::new(),
+            ties_by_ready: false,
             stats: TaskStats {
                 name,
                 cpu: t.cpu,

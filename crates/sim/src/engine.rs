@@ -137,11 +137,9 @@ pub(crate) struct Task {
     /// the next release, at the same instant, so it is kept here instead
     /// (see [`Sim::queue_deadline`]).
     pub(crate) fuse_deadline: bool,
-    /// `sim.edf_ties = "job"` (an EDF task): each queued job keeps the
-    /// release order it got when released, in `backlog_order`, beside
-    /// `backlog`.
-    pub(crate) ties_by_job: bool,
-    pub(crate) backlog_order: VecDeque<u64>,
+    /// `sim.edf_ties = "ready"` (an EDF task): a job queued behind its
+    /// predecessor takes a new ready order when the predecessor ends.
+    pub(crate) ties_by_ready: bool,
     /// The kept deadline event: the job's nominal release and the sequence
     /// number its queue key would have had.
     pub(crate) fused: Option<(Nanos, u64)>,
@@ -635,9 +633,6 @@ impl Sim {
                 t.stats.latency.add_missed(1);
             } else {
                 t.backlog.push_back(nominal);
-                if t.ties_by_job {
-                    self.note_ready_order(i, c);
-                }
             }
             return;
         }
@@ -714,7 +709,6 @@ impl Sim {
             t.stats.dropped_at_deadline();
             if t.refill {
                 t.backlog.clear();
-                t.backlog_order.clear();
             }
             t.active = false;
             // The dropped job leaves the ready queue: a queued successor
@@ -729,9 +723,6 @@ impl Sim {
             // Queued behind a late predecessor and never started: dropped
             // without touching the CPU.
             t.backlog.remove(pos);
-            if t.ties_by_job {
-                t.backlog_order.remove(pos);
-            }
             t.stats.dropped_at_deadline();
             return;
         } else {
@@ -814,14 +805,6 @@ impl Sim {
         let (tid, now) = (t.tid, self.now);
         self.cpus[c].sched.on_release(now, tid, dl);
         self.cpus[c].need_pick = true;
-    }
-
-    /// Under `sim.edf_ties = "job"`, the release order of the job of task
-    /// `i` just queued behind its running one.
-    #[cold]
-    fn note_ready_order(&mut self, i: usize, c: usize) {
-        let order = self.cpus[c].sched.take_ready_order();
-        self.tasks[i].backlog_order.push_back(order);
     }
 
     /// Always inlined: once per job, and as a call its prologue and
@@ -1190,9 +1173,6 @@ impl Sim {
                 t.stats.latency.add_missed(1);
             } else {
                 t.backlog.push_back(nominal);
-                if t.ties_by_job {
-                    self.note_ready_order(i, c);
-                }
             }
             return;
         }
@@ -1310,7 +1290,6 @@ impl Sim {
             if t.refill {
                 // Their periods passed while this job ran late: silence.
                 t.backlog.clear();
-                t.backlog_order.clear();
             }
         }
         t.active = false;
@@ -1326,21 +1305,20 @@ impl Sim {
         let t = &mut self.tasks[ti];
         if let Some(next) = t.backlog.pop_front() {
             // The next queued job starts when the scheduler next runs it.
-            if t.ties_by_job {
-                let order = t
-                    .backlog_order
-                    .pop_front()
-                    .expect("kept beside the backlog");
-                // After a completion the task is still runnable and its
-                // next job ranks by its release; after a drop at the
-                // deadline it was blocked, and the job is ready from now
-                // on under either rule.
+            if t.ties_by_ready {
+                // After a completion the task is still runnable, and its
+                // next job would keep the task's place: it is ready from
+                // now on instead. (After a drop at the deadline the task
+                // was blocked, and the job is ready from now on under
+                // either rule.)
                 let follows = self.cpus[c].sched.is_runnable(t.tid);
                 self.begin_job(ti, c, next);
                 if follows {
                     let t = &self.tasks[ti];
                     let (tid, dl) = (t.tid, t.job_deadline);
-                    self.cpus[c].sched.on_release_in_order(now, tid, dl, order);
+                    let sched = &mut self.cpus[c].sched;
+                    let order = sched.take_ready_order();
+                    sched.on_release_in_order(now, tid, dl, order);
                 }
             } else {
                 self.begin_job(ti, c, next);

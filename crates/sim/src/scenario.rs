@@ -310,8 +310,8 @@ pub struct SimSection {
     /// does by default.
     pub on_miss: Option<Spanned<String>>,
     /// How equal EDF deadlines are ordered: "task" (default), a job queued
-    /// behind its predecessor keeps its task's place; "job", each job
-    /// ranks by its own release, as SimSo orders them.
+    /// behind its predecessor keeps its task's place; "ready", it is ready
+    /// from its predecessor's end, as SimSo activates it.
     pub edf_ties: Option<Spanned<String>>,
 }
 
@@ -634,17 +634,17 @@ impl Scenario {
         }
     }
 
-    /// Whether `sim.edf_ties` asks for SimSo's rule ("job"); refused at its
-    /// value unless "task" or "job".
-    pub fn edf_ties_by_job(&self) -> Result<bool, ScenarioError> {
+    /// Whether `sim.edf_ties` asks for SimSo's rule ("ready"); refused at
+    /// its value unless "task" or "ready".
+    pub fn edf_ties_by_ready(&self) -> Result<bool, ScenarioError> {
         match &self.spec.sim.edf_ties {
             None => Ok(false),
             Some(v) => match v.get_ref().as_str() {
                 "task" => Ok(false),
-                "job" => Ok(true),
+                "ready" => Ok(true),
                 other => Err(self.error_at(
                     v.span(),
-                    format!("sim.edf_ties = \"{other}\": expected \"task\" or \"job\""),
+                    format!("sim.edf_ties = \"{other}\": expected \"task\" or \"ready\""),
                 )),
             },
         }
