@@ -7,12 +7,14 @@
 # whether every task agrees, and the speed ratio in job events per second
 # in CPU time (alternating rounds, medians); then the minimum and median
 # ratio.
-# Usage: bench/simso/compare.sh [ROUNDS] [SEEDS] [DURATION_S]
-#        (defaults 3, 20, 2; ROUNDS 0 compares outcomes only)
+# LATE = continue lets late jobs run on instead (SimSo's abort_on_miss =
+# False) with punctual's sim.edf_ties = "ready", SimSo's tie rule.
+# Usage: bench/simso/compare.sh [ROUNDS] [SEEDS] [DURATION_S] [LATE]
+#        (defaults 3, 20, 2, abort; ROUNDS 0 compares outcomes only)
 set -euo pipefail
 source "$(dirname "$0")/_setup.sh"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 "$VENV/bin/python" -c 'import simso; print("simso", simso.__version__)' 2>/dev/null || true
 python3 bench/simso/compare.py "$WORK" "$CARGO_TARGET_DIR/release/punctual" "$VENV/bin/python" \
-  --rounds "${1:-3}" --seeds "${2:-20}" --duration-s "${3:-2}"
+  --rounds "${1:-3}" --seeds "${2:-20}" --duration-s "${3:-2}" --late "${4:-abort}"
