@@ -1,81 +1,180 @@
 #!/usr/bin/env python3
-"""Side-by-side SimSo vs punctual on the same EDF task sets (issue 3).
+"""SimSo vs punctual on a sweep of generated single-CPU task sets, under
+EDF and rate monotonic (RM), outcomes and speed.
 
-Outcomes: per task jobs completed, deadline misses, preemptions, over the
-same 10 s window. Speed: job events (releases + completions) per second of
-wall time, SimSo timed around run_model() alone and punctual as the whole
-process (parsing and record writing included, so punctual's side is the
-conservative one); punctual also runs 100x longer so that its time is not
-dominated by process start. Several alternating rounds, medians.
+Sets: one per seed, 5 to 50 tasks (drawn), total utilization 0.5 to 1.2
+(drawn), UUniFast, periods and execution times as in gen_taskset.py; each
+set runs under EDF and under RM (priorities by period, ties to the job
+ready first, as SimSo's RM_mono).
 
-Usage: compare.py WORKDIR PUNCTUAL_BIN SIMSO_PYTHON [ROUNDS]
+Convention: late jobs are aborted at their deadline, SimSo's default
+(abort_on_miss) and punctual's sim.on_miss = "abort". Under it the two
+simulators make the same decisions in overload too: with deadlines equal
+to periods a job is dropped at the instant its successor is released, so
+no job ever waits behind its own predecessor, the one case where
+punctual's EDF tie rule differs from SimSo's (docs/scenario-format.md,
+"EDF ties"). SimSo also aborts a job whose deadline is exactly the end of
+the run; punctual's window is half-open and does not (run_simso.py leaves
+those out).
+
+Outcomes: per task releases, completed jobs, deadline misses, aborted
+jobs and preemptions; a run is `same` when every figure of every task
+agrees. Speed: job events (releases + completions) per CPU second, SimSo
+timed around run_model() alone and punctual as the whole process
+(parsing and record writing included, from its rusage) over a 100x
+longer run, so that process start does not dominate; rounds alternate the
+two tools and the ratio of the medians is printed per run, with the
+minimum and median over the runs. CPU time rather than wall time: on a
+shared machine a run of a few milliseconds waits for a CPU, and for the
+disk when the record is synced, as long as it computes, which says
+nothing about either simulator.
+
+With --late continue, late jobs run on instead (SimSo's abort_on_miss =
+False, punctual's default) and punctual orders equal EDF deadlines as
+SimSo does (sim.edf_ties = "ready"); there a job can wait behind its own
+predecessor, and the tie rule decides which of two equal deadlines runs.
+
+Usage: compare.py WORKDIR PUNCTUAL_BIN SIMSO_PYTHON [--rounds R]
+       [--seeds N] [--first-seed S] [--duration-s D]
+       [--late abort|continue] [--policies edf,rm]
+Exit status 1 when any outcome differs.
 """
 import json
+import os
+import random
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = sys.path[0]
+sys.path.insert(0, HERE)
+from gen_taskset import twenty_task, write  # noqa: E402
+
+FIELDS = ("releases", "jobs", "deadline_misses", "aborted", "preemptions")
+POLICIES = ("edf", "rm")
 
 
-def punctual(binary, toml, duration=None):
-    cmd = [binary, "simulate", toml, "--json", toml + ".out.json"]
+def punctual(binary, toml, duration=None, late="abort"):
+    """CPU time (user + system, from the child's rusage) of the whole
+    process, and its per-task outcomes."""
+    out = toml + ".out.json"
+    cmd = [binary, "simulate", toml, "--json", out]
+    cmd += (["--set", "sim.on_miss=abort"] if late == "abort"
+            else ["--set", "sim.edf_ties=ready"])
     if duration:
         cmd += ["--duration", duration]
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    rec = json.load(open(toml + ".out.json"))
-    return wall, rec["extra"]["sim"]["tasks"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"compare.py: {' '.join(cmd)} failed")
+    return ru.ru_utime + ru.ru_stime, json.load(open(out))["extra"]["sim"]["tasks"]
 
 
-def simso(py, js):
-    out = subprocess.run([py, f"{HERE}/run_simso.py", js], check=True,
-                         capture_output=True, text=True).stdout
-    d = json.loads(out)
-    return d["wall_s"], d["tasks"]
+def simso(py, js, policy, late="abort"):
+    cmd = [py, f"{HERE}/run_simso.py", js]
+    if late == "abort":
+        cmd.append("--abort")
+    if policy == "rm":
+        cmd.append("--rm")
+    d = json.loads(subprocess.run(cmd, check=True, capture_output=True,
+                                  text=True).stdout)
+    return d["cpu_s"], d["tasks"]
 
 
 def job_events(tasks):
     return sum(t["releases"] + t["jobs"] for t in tasks.values())
 
 
+def draw(seed):
+    """Task count and utilization of the set of `seed`, then its tasks."""
+    rng = random.Random(seed)
+    n = rng.randint(5, 50)
+    u = round(rng.uniform(0.5, 1.2), 3)
+    return n, u, twenty_task(seed, n, u)
+
+
 def main():
     work, binary, py = sys.argv[1:4]
-    rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+    rounds, seeds, first, duration_s = 3, 20, 1, 2
+    late, policies = "abort", POLICIES
+    args = sys.argv[4:]
+    while args:
+        k = args.pop(0)
+        if k == "--rounds":
+            rounds = int(args.pop(0))
+        elif k == "--seeds":
+            seeds = int(args.pop(0))
+        elif k == "--first-seed":
+            first = int(args.pop(0))
+        elif k == "--duration-s":
+            duration_s = int(args.pop(0))
+        elif k == "--late":
+            late = args.pop(0)
+        elif k == "--policies":
+            policies = tuple(args.pop(0).split(","))
+        else:
+            sys.exit(f"compare.py: unknown argument {k!r}")
+    long = f"{duration_s * 100}s"
+    how = ("aborted at the deadline" if late == "abort" else
+           "run on, EDF ties by readiness (sim.edf_ties = \"ready\")")
+    print(f"{seeds} sets x ({', '.join(p.upper() for p in policies)}), "
+          f"{duration_s} s simulated, late jobs "
+          f"{how}; totals SimSo/punctual; speed: punctual "
+          f"over {long}, CPU time, medians of {rounds} alternating rounds")
+    print(f"{'set':16} {'pol':3} {'jobs':>13} {'misses':>11} {'aborted':>11} "
+          f"{'preempt':>13} same  {'ratio':>8}")
     all_same = True
-    for name in ("edf3", "edf20"):
-        toml, js = f"{work}/{name}.toml", f"{work}/{name}.json"
-        s_walls, p_walls, p_long = [], [], []
-        for _ in range(rounds):
-            sw, st = simso(py, js)
-            pw, pt = punctual(binary, toml)
-            lw, lt = punctual(binary, toml, "1000s")
-            s_walls.append(sw)
-            p_walls.append(pw)
-            p_long.append(lw)
-        print(f"\n== {name}: {len(st)} tasks, 10 s simulated, EDF ==")
-        print(f"{'task':6} {'jobs S/P':>13} {'misses S/P':>11} "
-              f"{'preempt S/P':>13} {'simso raw':>9}  same")
-        for t in st:
-            a, b = st[t], pt[t]
-            same = (a["jobs"] == b["jobs"]
-                    and a["deadline_misses"] == b["deadline_misses"]
-                    and a["preemptions"] == b["preemptions"])
+    ratios = {p: [] for p in POLICIES}
+    for seed in range(first, first + seeds):
+        n, u, tasks = draw(seed)
+        for policy in policies:
+            name = f"s{seed}-n{n}-u{u:.2f}"
+            stem = f"{name}-{policy}"
+            write(work, stem, tasks, duration_s,
+                  f"{policy.upper()} {n} tasks, UUniFast U={u} seed {seed}",
+                  policy)
+            js, toml = f"{work}/{stem}.json", f"{work}/{stem}.toml"
+            s_cpu, p_cpu = [], []
+            st = pt = None
+            ev_long = 0
+            for r in range(max(rounds, 1)):
+                sw, st = simso(py, js, policy, late)
+                s_cpu.append(sw)
+                if r == 0:
+                    _, pt = punctual(binary, toml, late=late)
+                if rounds > 0:
+                    pw, lt = punctual(binary, toml, long, late)
+                    p_cpu.append(pw)
+                    ev_long = job_events(lt)
+            diff = [(t, f, st[t][f], pt[t].get(f, 0)) for t in st
+                    for f in FIELDS if st[t][f] != pt[t].get(f, 0)]
+            same = not diff
             all_same &= same
-            print(f"{t:6} {a['jobs']:>6}/{b['jobs']:<6} "
-                  f"{a['deadline_misses']:>5}/{b['deadline_misses']:<5} "
-                  f"{a['preemptions']:>6}/{b['preemptions']:<6} "
-                  f"{a['preemptions_raw']:>9}  {'yes' if same else 'NO'}")
-        ev_s, ev_p, ev_l = job_events(st), job_events(pt), job_events(lt)
-        rs = ev_s / statistics.median(s_walls)
-        rp = ev_p / statistics.median(p_walls)
-        rl = ev_l / statistics.median(p_long)
-        print(f"job events/s: simso {rs:,.0f}  punctual(10 s, whole process) "
-              f"{rp:,.0f} ({rp / rs:,.0f}x)  punctual(1000 s) {rl:,.0f} "
-              f"({rl / rs:,.0f}x)   medians of {rounds} rounds")
-    print("\nall job outcomes identical:", "yes" if all_same else "NO")
+            ratio = ""
+            if rounds > 0:
+                rs = job_events(st) / statistics.median(s_cpu)
+                rl = ev_long / statistics.median(p_cpu)
+                ratios[policy].append(rl / rs)
+                ratio = f"{rl / rs:,.0f}x"
+            tot = {f: (sum(st[t][f] for t in st), sum(pt[t].get(f, 0) for t in st))
+                   for f in FIELDS}
+            cols = " ".join(
+                f"{'%d/%d' % tot[f]:>{13 if f in ('jobs', 'preemptions') else 11}}"
+                for f in ("jobs", "deadline_misses", "aborted", "preemptions"))
+            print(f"{name:16} {policy:3} {cols} {'yes' if same else 'NO ':4} "
+                  f"{ratio:>8}", flush=True)
+            for t, f, a, b in diff[:8]:
+                print(f"    {t}.{f}: simso {a} punctual {b}")
+    if rounds > 0:
+        every = ratios["edf"] + ratios["rm"]
+        for label, r in (("EDF", ratios["edf"]), ("RM", ratios["rm"]),
+                         ("all", every)):
+            if not r:
+                continue
+            print(f"{label:3} speed vs SimSo (job events/s): minimum "
+                  f"{min(r):,.0f}x, median {statistics.median(r):,.0f}x "
+                  f"over {len(r)} runs")
+    print("\nall outcomes identical:", "yes" if all_same else "NO")
     sys.exit(0 if all_same else 1)
 
 

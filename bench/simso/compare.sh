@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# punctual simulate vs SimSo (PyPI simso, Python 3.11) on identical EDF task
-# sets: the 3-task set (1,4) (2,6) (3,12) ms and a seeded 20-task set at
-# U = 0.95, 10 s each. Prints per-task jobs / misses / preemptions side by
-# side and the speed ratio in job events per second.
-# Usage: bench/simso/compare.sh [ROUNDS]   (default 3)
+# punctual simulate vs SimSo (PyPI simso, Python 3.11) on a sweep of
+# generated single-CPU task sets: one set per seed, 5 to 50 tasks at
+# utilization 0.5 to 1.2, each under EDF and rate monotonic, late jobs
+# aborted at their deadline (SimSo's default, sim.on_miss = "abort").
+# Per run: totals of jobs / misses / aborted / preemptions side by side,
+# whether every task agrees, and the speed ratio in job events per second
+# in CPU time (alternating rounds, medians); then the minimum and median
+# ratio.
+# LATE = continue lets late jobs run on instead (SimSo's abort_on_miss =
+# False) with punctual's sim.edf_ties = "ready", SimSo's tie rule.
+# Usage: bench/simso/compare.sh [ROUNDS] [SEEDS] [DURATION_S] [LATE]
+#        (defaults 3, 20, 2, abort; ROUNDS 0 compares outcomes only)
 set -euo pipefail
 source "$(dirname "$0")/_setup.sh"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-python3 bench/simso/gen_taskset.py "$WORK"
 "$VENV/bin/python" -c 'import simso; print("simso", simso.__version__)' 2>/dev/null || true
-python3 bench/simso/compare.py "$WORK" "$CARGO_TARGET_DIR/release/punctual" "$VENV/bin/python" "${1:-3}"
+python3 bench/simso/compare.py "$WORK" "$CARGO_TARGET_DIR/release/punctual" "$VENV/bin/python" \
+  --rounds "${1:-3}" --seeds "${2:-20}" --duration-s "${3:-2}" --late "${4:-abort}"

@@ -19,6 +19,8 @@
 //!
 //! Hard reservations with no budget do not run until replenished.
 
+use std::collections::VecDeque;
+
 use punctual_units::Nanos;
 
 use crate::feedback::FeedbackController;
@@ -284,10 +286,18 @@ pub struct Scheduler {
     /// `prio_owner[p]`, and the highest set bit is
     /// [`Scheduler::highest_priority`]'s answer without a scan of every
     /// thread (and without the mispredicted branch on which one is ready).
-    /// Only read while `distinct_priorities` holds.
+    /// Without distinct priorities it marks the non-empty `levels`.
     runnable_prio: [u64; 4],
     /// The thread of each base priority in use (with distinct priorities).
     prio_owner: Vec<ThreadId>,
+    /// Once two threads share a base priority: the runnable fixed-priority
+    /// and time-sharing threads of each base priority, by `ready_seq`
+    /// (ready order), so that without locks a pick reads the front of the
+    /// highest non-empty level instead of scanning every thread (the scan
+    /// and its equal-waiting test were O(n) per pick, most of the
+    /// simulator's time on 50 rate-monotonic tasks). Empty and unused
+    /// while `distinct_priorities` holds.
+    levels: Vec<VecDeque<(u64, ThreadId)>>,
 }
 
 impl Scheduler {
@@ -312,6 +322,7 @@ impl Scheduler {
             distinct_priorities: true,
             runnable_prio: [0; 4],
             prio_owner: Vec::new(),
+            levels: Vec::new(),
         };
         if let Some((amount, period)) = s.cfg.timeshare_reservation {
             let f = amount.0 as f64 / period.0.max(1) as f64;
@@ -397,6 +408,7 @@ impl Scheduler {
             Class::Edf => (Band::Edf, 0),
             Class::Reserved(_) => (Band::Reserved, 0),
         };
+        let was_distinct = self.distinct_priorities;
         if band.by_priority()
             && self
                 .threads
@@ -413,6 +425,12 @@ impl Scheduler {
             if self.distinct_priorities {
                 self.prio_owner[p] = id;
             }
+        }
+        if was_distinct && !self.distinct_priorities {
+            self.build_levels();
+        }
+        if self.levels.len() < self.prio_owner.len() && !self.distinct_priorities {
+            self.levels.resize(self.prio_owner.len(), VecDeque::new());
         }
         self.threads.push(Thread {
             band,
@@ -494,6 +512,46 @@ impl Scheduler {
         }
     }
 
+    /// A new ready order, for [`Scheduler::on_release_in_order`]: later
+    /// than every thread's that became ready so far.
+    pub fn take_ready_order(&mut self) -> u64 {
+        self.next_seq()
+    }
+
+    /// [`Scheduler::on_release`] for an EDF thread whose new job ranks
+    /// among equal deadlines by `order` (from
+    /// [`Scheduler::take_ready_order`]) rather than keeping the place the
+    /// thread had while it stayed runnable: SimSo's tie rule, where a job
+    /// queued behind its predecessor becomes ready when that one ends.
+    pub fn on_release_in_order(
+        &mut self,
+        _now: Nanos,
+        t: ThreadId,
+        deadline: Option<Nanos>,
+        order: u64,
+    ) {
+        let Some(th) = self.threads.get(t) else {
+            return;
+        };
+        if th.band != Band::Edf {
+            return self.on_release(_now, t, deadline);
+        }
+        if th.runnable {
+            self.edf_unlink(t);
+        }
+        let th = &mut self.threads[t];
+        if let Some(d) = deadline {
+            th.deadline = d;
+        }
+        if th.waiting_on.is_none() {
+            th.runnable = true;
+        }
+        th.ready_seq = order;
+        if th.runnable {
+            self.edf_link(t);
+        }
+    }
+
     /// `t` finished its job or went to sleep. Inlined into the simulator
     /// like [`Scheduler::on_release`]: small, once the EDF upkeep is out of
     /// line (without the attribute, a call in it stops rustc from offering
@@ -509,19 +567,71 @@ impl Scheduler {
     }
 
     /// Sets whether `t` is runnable, keeping [`Scheduler::runnable_prio`]
-    /// in step.
+    /// (and, with shared priorities, [`Scheduler::levels`]) in step. The
+    /// thread's `ready_seq` must be set before it turns runnable.
     #[inline]
     fn set_runnable(&mut self, t: ThreadId, runnable: bool) {
         let th = &mut self.threads[t];
+        let was = th.runnable;
         th.runnable = runnable;
         if th.band.by_priority() {
             let p = th.base as usize;
+            if !self.distinct_priorities {
+                if was != runnable {
+                    self.level_set(t, runnable);
+                }
+                return;
+            }
             let bit = 1u64 << (p & 63);
             if runnable {
                 self.runnable_prio[p >> 6] |= bit;
             } else {
                 self.runnable_prio[p >> 6] &= !bit;
             }
+        }
+    }
+
+    /// Puts fixed-priority or time-sharing thread `t` into its level, in
+    /// ready order, or takes it out. New ready orders are the largest, so
+    /// an entry goes in at the back, and the thread that blocks is usually
+    /// the one that ran, at the front.
+    fn level_set(&mut self, t: ThreadId, runnable: bool) {
+        let (p, seq) = (self.threads[t].base as usize, self.threads[t].ready_seq);
+        let q = &mut self.levels[p];
+        if runnable {
+            let mut i = q.len();
+            while i > 0 && q[i - 1].0 > seq {
+                i -= 1;
+            }
+            q.insert(i, (seq, t));
+        } else if q.front().is_some_and(|e| e.1 == t) {
+            q.pop_front();
+        } else if let Some(at) = q.iter().position(|e| e.1 == t) {
+            q.remove(at);
+        } else {
+            debug_assert!(false, "thread {t} is runnable but not in its level");
+        }
+        let bit = 1u64 << (p & 63);
+        if q.is_empty() {
+            self.runnable_prio[p >> 6] &= !bit;
+        } else {
+            self.runnable_prio[p >> 6] |= bit;
+        }
+    }
+
+    /// Fills [`Scheduler::levels`] and the bitmap from the runnable threads,
+    /// when a second thread of one base priority ends `distinct_priorities`.
+    #[cold]
+    fn build_levels(&mut self) {
+        self.levels = vec![VecDeque::new(); self.prio_owner.len()];
+        self.runnable_prio = [0; 4];
+        let mut ready: Vec<(u64, ThreadId)> = (0..self.threads.len())
+            .filter(|&i| self.threads[i].runnable && self.threads[i].band.by_priority())
+            .map(|i| (self.threads[i].ready_seq, i))
+            .collect();
+        ready.sort_unstable();
+        for (_, t) in ready {
+            self.level_set(t, true);
         }
     }
 
@@ -1024,29 +1134,102 @@ impl Scheduler {
         if self.distinct_priorities && self.locks.is_empty() && !timeshare_only {
             return (self.highest_priority(), false);
         }
-        let mut best: Option<(i32, u64, ThreadId)> = None;
-        // Candidates seen at the best priority so far.
-        let mut at_best = 0u32;
         let cur = self.current;
         let expired = now >= self.slice_start + self.cfg.quantum.max(Nanos(1));
+        // Levels are kept while priorities are shared, and without locks
+        // they rank exactly as the scan (base priority, then ready order).
+        let by_level = !self.distinct_priorities && self.locks.is_empty();
         if let Some(c) = cur {
-            if expired && self.threads[c].runnable && self.has_equal_waiting(c) {
+            if expired
+                && self.threads[c].runnable
+                && if by_level {
+                    self.level_equal_waiting(c)
+                } else {
+                    self.has_equal_waiting(c)
+                }
+            {
                 let seq = self.next_seq();
                 // A running EDF thread ties with runnable time-sharing
                 // threads at priority 0 when the time-sharing reservation
                 // looks for its thread: its new release order moves it in
                 // the EDF band too.
                 let edf = self.threads[c].band == Band::Edf;
+                let level = !self.distinct_priorities && self.threads[c].band.by_priority();
                 if edf {
                     self.edf_unlink(c);
+                }
+                if level {
+                    self.level_set(c, false);
                 }
                 self.threads[c].ready_seq = seq;
                 if edf {
                     self.edf_link(c);
                 }
+                if level {
+                    self.level_set(c, true);
+                }
                 self.slice_start = now;
             }
         }
+        if by_level && !timeshare_only {
+            let r = self.best_by_level(cur, expired);
+            #[cfg(test)]
+            assert_eq!(
+                r,
+                self.best_fixed_scan(cur, expired, false),
+                "priority levels disagree with the scan"
+            );
+            return r;
+        }
+        self.best_fixed_scan(cur, expired, timeshare_only)
+    }
+
+    /// [`Scheduler::best_fixed`]'s choice from the levels: the front of the
+    /// highest non-empty one, or the running thread if it is there and its
+    /// slice has not expired (the scan ranks it first among its equals).
+    #[inline]
+    fn best_by_level(&self, cur: Option<ThreadId>, expired: bool) -> (Option<ThreadId>, bool) {
+        for w in (0..4).rev() {
+            let m = self.runnable_prio[w];
+            if m != 0 {
+                let p = w * 64 + 63 - m.leading_zeros() as usize;
+                let q = &self.levels[p];
+                let keep = cur.filter(|&c| {
+                    let th = &self.threads[c];
+                    !expired && th.runnable && th.band.by_priority() && th.base as usize == p
+                });
+                let t = keep.or(q.front().map(|e| e.1));
+                return (t, q.len() > 1);
+            }
+        }
+        (None, false)
+    }
+
+    /// [`Scheduler::has_equal_waiting`] from the levels (no locks, so every
+    /// priority is the base one).
+    #[inline]
+    fn level_equal_waiting(&self, t: ThreadId) -> bool {
+        let th = &self.threads[t];
+        let q = &self.levels[th.base as usize];
+        if th.band.by_priority() && th.runnable {
+            q.len() > 1
+        } else {
+            !q.is_empty()
+        }
+    }
+
+    /// The candidates' scan of [`Scheduler::best_fixed`], after any slice
+    /// rotation: what it answers with locks (inherited and ceiling
+    /// priorities) and for the time-sharing reservation.
+    fn best_fixed_scan(
+        &self,
+        cur: Option<ThreadId>,
+        expired: bool,
+        timeshare_only: bool,
+    ) -> (Option<ThreadId>, bool) {
+        let mut best: Option<(i32, u64, ThreadId)> = None;
+        // Candidates seen at the best priority so far.
+        let mut at_best = 0u32;
         for (i, th) in self.threads.iter().enumerate() {
             if !th.runnable {
                 continue;
@@ -1344,6 +1527,7 @@ mod tests {
         assert!(a.distinct_priorities);
         let mut b = a.clone();
         b.distinct_priorities = false;
+        b.build_levels();
         let mut now = Nanos::ZERO;
         for step in 0..5000 {
             now += Nanos(rnd(3_000_000));
@@ -1360,14 +1544,112 @@ mod tests {
                 _ => {}
             }
             assert_eq!(a.pick(now), b.pick(now), "decisions differ at step {step}");
+            let mut b_state = b.clone();
+            b_state.levels.clear();
             assert_eq!(
                 format!("{a:?}").replace("distinct_priorities: true", "-"),
-                format!("{b:?}").replace("distinct_priorities: false", "-"),
+                format!("{b_state:?}").replace("distinct_priorities: false", "-"),
                 "states differ at step {step}"
             );
         }
         a.add_thread(Class::TimeShare).unwrap();
         assert!(!a.distinct_priorities, "two time-sharing threads tie");
+    }
+
+    /// Three threads of one priority without locks (the levels' path):
+    /// the one ready first runs, each slice end sends the runner behind its
+    /// equals, a higher priority preempts, and a block hands the CPU to the
+    /// next in ready order.
+    #[test]
+    fn equal_priorities_run_in_ready_order_and_rotate_by_slice() {
+        let mut s = Scheduler::new(SchedConfig {
+            quantum: ms(10),
+            ..Default::default()
+        })
+        .unwrap();
+        let a = s.add_thread(Class::Fixed { priority: 9 }).unwrap();
+        let b = s.add_thread(Class::Fixed { priority: 9 }).unwrap();
+        let c = s.add_thread(Class::Fixed { priority: 9 }).unwrap();
+        let hi = s.add_thread(Class::Fixed { priority: 12 }).unwrap();
+        assert!(!s.distinct_priorities);
+        // Ready order c, a, b: not the order they were added.
+        s.on_release(ms(0), c, None);
+        s.on_release(ms(0), a, None);
+        s.on_release(ms(0), b, None);
+        let d = s.pick(ms(0));
+        assert_eq!((d.thread, d.until), (Some(c), Some(ms(10))));
+        assert_eq!(s.pick(ms(10)).thread, Some(a));
+        assert_eq!(s.pick(ms(20)).thread, Some(b));
+        assert_eq!(s.pick(ms(30)).thread, Some(c));
+        s.on_release(ms(31), hi, None);
+        let d = s.pick(ms(31));
+        assert_eq!((d.thread, d.until), (Some(hi), None));
+        s.on_block(ms(33), hi);
+        // c's slice (from 30) is over by 41; at 33 it goes on.
+        assert_eq!(s.pick(ms(33)).thread, Some(c));
+        s.on_block(ms(35), c);
+        let d = s.pick(ms(35));
+        assert_eq!((d.thread, d.until), (Some(a), Some(ms(45))));
+        s.on_block(ms(36), b);
+        let d = s.pick(ms(36));
+        assert_eq!((d.thread, d.until), (Some(a), None), "alone at its level");
+        s.on_block(ms(37), a);
+        assert_eq!(s.pick(ms(37)).thread, None);
+        assert!(s.levels.iter().all(VecDeque::is_empty));
+        assert_eq!(s.runnable_prio, [0; 4]);
+    }
+
+    /// Without locks, shared priorities decide from the levels; every pick
+    /// is checked against the scan inside `best_fixed` (test builds), here
+    /// through releases, blocks, slice ends, EDF threads and time-sharing
+    /// threads, and the levels must hold exactly the runnable threads of
+    /// each priority in ready order.
+    #[test]
+    fn priority_levels_decide_as_the_scan() {
+        let mut rnd = xorshift(0xD1B5_4A32_D192_ED03u64);
+        let mut s = Scheduler::new(SchedConfig {
+            quantum: ms(2),
+            ..Default::default()
+        })
+        .unwrap();
+        for p in [5u8, 9, 5, 9, 9, 30] {
+            s.add_thread(Class::Fixed { priority: p }).unwrap();
+        }
+        s.add_thread(Class::TimeShare).unwrap();
+        s.add_thread(Class::TimeShare).unwrap();
+        s.add_thread(Class::Edf).unwrap();
+        let n = s.thread_count() as u64;
+        let mut now = Nanos::ZERO;
+        let mut rotations = 0;
+        for step in 0..20_000 {
+            now += Nanos(rnd(1_500_000));
+            let t = rnd(n) as usize;
+            match rnd(3) {
+                0 => s.on_release(now, t, Some(now + ms(5))),
+                1 => s.on_block(now, t),
+                _ => {}
+            }
+            let before = s.seq;
+            let d = s.pick(now);
+            rotations += (s.seq != before) as u32;
+            for (p, q) in s.levels.iter().enumerate() {
+                let mut want: Vec<(u64, ThreadId)> = (0..s.thread_count())
+                    .filter(|&i| {
+                        let th = &s.threads[i];
+                        th.runnable && th.band.by_priority() && th.base as usize == p
+                    })
+                    .map(|i| (s.threads[i].ready_seq, i))
+                    .collect();
+                want.sort_unstable();
+                assert_eq!(q.iter().copied().collect::<Vec<_>>(), want, "step {step}");
+                let bit = s.runnable_prio[p >> 6] >> (p & 63) & 1;
+                assert_eq!(bit == 1, !q.is_empty(), "bitmap, step {step}");
+            }
+            if let Some(t) = d.thread {
+                assert!(s.threads[t].runnable, "step {step}");
+            }
+        }
+        assert!(rotations > 100, "slices rotated {rotations} times");
     }
 
     /// The runnable-priority bitmap must name the same thread as a scan of

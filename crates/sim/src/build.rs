@@ -137,6 +137,13 @@ impl Sim {
             sim.abort_on_miss = true;
             for t in &mut sim.tasks {
                 t.stats.aborted = Some(0);
+                t.fuse_deadline =
+                    t.kind == TaskKind::Periodic && t.period.is_some() && t.deadline == t.period;
+            }
+        }
+        if scn.edf_ties_by_ready()? {
+            for t in &mut sim.tasks {
+                t.ties_by_ready = t.edf;
             }
         }
         sim.build_timers(&cx, &task_names)?;
@@ -229,6 +236,7 @@ impl Sim {
             warnings: Vec::new(),
             clock_desc: String::new(),
             abort_on_miss: false,
+            deadline_now: false,
         })
     }
 
@@ -422,6 +430,9 @@ impl Sim {
             backlog: VecDeque::new(),
             last_start: None,
             spike_threshold,
+            fuse_deadline: false,
+            fused: None,
+            ties_by_ready: false,
             stats: TaskStats {
                 name,
                 cpu: t.cpu,

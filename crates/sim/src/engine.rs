@@ -132,6 +132,17 @@ pub(crate) struct Task {
     pub(crate) last_start: Option<Nanos>,
     pub(crate) stats: TaskStats,
     pub(crate) spike_threshold: Nanos,
+    /// Under `sim.on_miss = "abort"`, a periodic task whose deadline is
+    /// its period: each job's deadline event would be queued right after
+    /// the next release, at the same instant, so it is kept here instead
+    /// (see [`Sim::queue_deadline`]).
+    pub(crate) fuse_deadline: bool,
+    /// `sim.edf_ties = "ready"` (an EDF task): a job queued behind its
+    /// predecessor takes a new ready order when the predecessor ends.
+    pub(crate) ties_by_ready: bool,
+    /// The kept deadline event: the job's nominal release and the sequence
+    /// number its queue key would have had.
+    pub(crate) fused: Option<(Nanos, u64)>,
 }
 
 impl Task {
@@ -401,6 +412,9 @@ pub struct Sim {
     pub(crate) clock_desc: String,
     /// `sim.on_miss = "abort"`: a job unfinished at its deadline is dropped.
     pub(crate) abort_on_miss: bool,
+    /// A kept deadline event (see [`Task::fused`]) is due at this instant,
+    /// right after the release being handled.
+    pub(crate) deadline_now: bool,
 }
 
 /// Inlined: every job draws its execution time here, and the call and the
@@ -543,7 +557,26 @@ impl Sim {
                     self.cpu_update(c);
                 }
                 Some(EvKind::Release { task, nominal }) => {
-                    self.on_release_event(task as usize, nominal)
+                    let i = task as usize;
+                    match self.tasks[i].fused.take() {
+                        None => self.on_release_event(i, nominal),
+                        Some((job, seq)) => {
+                            // The kept deadline is the next event: it was
+                            // queued right after this release, same time.
+                            self.deadline_now = true;
+                            self.on_release_event(i, nominal);
+                            self.deadline_now = false;
+                            self.events += 1;
+                            if self.events & 0xFFFF == 0
+                                && stop.is_some_and(|s| s.load(Ordering::Relaxed))
+                            {
+                                interrupted = true;
+                                break;
+                            }
+                            self.cur_key = key(self.now, seq);
+                            self.on_deadline(i, job);
+                        }
+                    }
                 }
                 Some(EvKind::Tick { cpu, k }) => self.on_tick(cpu as usize, k),
                 Some(EvKind::TimerDue { timer }) => self.on_timer_due(timer as usize),
@@ -619,9 +652,24 @@ impl Sim {
 
     /// Under `sim.on_miss = "abort"`, queues the deadline of the job of
     /// task `i` released at `nominal`, where it is dropped if unfinished.
+    ///
+    /// A periodic task's next release was queued just before this (see
+    /// [`Sim::on_release_event`]), so with a deadline equal to the period
+    /// the deadline event would be the very next one after that release:
+    /// same time, next sequence number, and nothing can be queued between.
+    /// It is kept in the task and handled right after the release instead
+    /// (in [`Sim::run`]), taking the sequence number it would have had, so
+    /// that everything happens in the same order as from the queue; most
+    /// jobs are done by then, and the queue's push and pop of a deadline
+    /// that does nothing were a third of an aborting run's time.
     #[inline(always)]
     fn queue_deadline(&mut self, i: usize, nominal: Nanos) {
         if !self.abort_on_miss {
+            return;
+        }
+        if self.tasks[i].fuse_deadline {
+            self.seq += 1;
+            self.tasks[i].fused = Some((nominal, self.seq));
             return;
         }
         let t = &self.tasks[i];
@@ -716,7 +764,7 @@ impl Sim {
     #[inline]
     fn live_event_now(&mut self) -> bool {
         let k = self.queue.min_key().min(self.wake[self.wake_min]);
-        key_time(k.min(self.end_key)) == self.now
+        key_time(k.min(self.end_key)) == self.now || self.deadline_now
     }
 
     fn rescan_wake_min(&mut self) {
@@ -1257,7 +1305,24 @@ impl Sim {
         let t = &mut self.tasks[ti];
         if let Some(next) = t.backlog.pop_front() {
             // The next queued job starts when the scheduler next runs it.
-            self.begin_job(ti, c, next);
+            if t.ties_by_ready {
+                // After a completion the task is still runnable, and its
+                // next job would keep the task's place: it is ready from
+                // now on instead. (After a drop at the deadline the task
+                // was blocked, and the job is ready from now on under
+                // either rule.)
+                let follows = self.cpus[c].sched.is_runnable(t.tid);
+                self.begin_job(ti, c, next);
+                if follows {
+                    let t = &self.tasks[ti];
+                    let (tid, dl) = (t.tid, t.job_deadline);
+                    let sched = &mut self.cpus[c].sched;
+                    let order = sched.take_ready_order();
+                    sched.on_release_in_order(now, tid, dl, order);
+                }
+            } else {
+                self.begin_job(ti, c, next);
+            }
             return true;
         }
         let tid = t.tid;

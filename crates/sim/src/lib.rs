@@ -44,15 +44,27 @@ pub fn run(
             format!("sim.on_miss = \"abort\" is not supported {where_}; use \"continue\""),
         )
     };
+    let refuse_ties = |where_: &str| {
+        let span = f.sim.edf_ties.as_ref().map(|s| s.span()).unwrap_or(0..0);
+        scn.error_at(
+            span,
+            format!("sim.edf_ties = \"ready\" is not supported {where_}; use \"task\""),
+        )
+    };
+    let ties_by_ready = scn.edf_ties_by_ready()?;
     if let Some(mode) = multi::mode(scn)? {
         if abort && mode == multi::Mode::Global {
             return Err(refuse_abort("with sim.multiprocessor = \"global\""));
+        }
+        if ties_by_ready && mode == multi::Mode::Global {
+            return Err(refuse_ties("with sim.multiprocessor = \"global\""));
         }
         return multi::run(scn, mode, opts, stop);
     }
     match f.sim.scheduler.as_ref().map(|s| s.get_ref().as_str()) {
         None | Some("events") => {}
         Some("plan") if abort => return Err(refuse_abort("in plan mode")),
+        Some("plan") if ties_by_ready => return Err(refuse_ties("in plan mode")),
         Some("plan") => return planmode::run(scn, opts, stop),
         Some(other) => {
             let span = f.sim.scheduler.as_ref().map(|s| s.span()).unwrap_or(0..0);

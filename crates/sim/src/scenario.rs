@@ -309,6 +309,10 @@ pub struct SimSection {
     /// (default) runs it to completion; "abort" drops it there, as SimSo
     /// does by default.
     pub on_miss: Option<Spanned<String>>,
+    /// How equal EDF deadlines are ordered: "task" (default), a job queued
+    /// behind its predecessor keeps its task's place; "ready", it is ready
+    /// from its predecessor's end, as SimSo activates it.
+    pub edf_ties: Option<Spanned<String>>,
 }
 
 fn one() -> u32 {
@@ -336,6 +340,7 @@ impl Default for SimSection {
             multiprocessor: None,
             placement: None,
             on_miss: None,
+            edf_ties: None,
         }
     }
 }
@@ -624,6 +629,22 @@ impl Scenario {
                 other => Err(self.error_at(
                     v.span(),
                     format!("sim.on_miss = \"{other}\": expected \"continue\" or \"abort\""),
+                )),
+            },
+        }
+    }
+
+    /// Whether `sim.edf_ties` asks for SimSo's rule ("ready"); refused at
+    /// its value unless "task" or "ready".
+    pub fn edf_ties_by_ready(&self) -> Result<bool, ScenarioError> {
+        match &self.spec.sim.edf_ties {
+            None => Ok(false),
+            Some(v) => match v.get_ref().as_str() {
+                "task" => Ok(false),
+                "ready" => Ok(true),
+                other => Err(self.error_at(
+                    v.span(),
+                    format!("sim.edf_ties = \"{other}\": expected \"task\" or \"ready\""),
                 )),
             },
         }

@@ -6,6 +6,7 @@ mod common;
 
 mod correctness;
 mod determinism;
+mod edf_ties;
 mod fuzz;
 mod multiprocessor;
 mod on_miss;
