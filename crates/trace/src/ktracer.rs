@@ -164,8 +164,10 @@ const OSNOISE_EVENTS: [&str; 5] = [
 /// A running kernel probe. Dropping it stops the tracer and puts every
 /// knob back (through the instance's journal).
 pub struct Running {
+    /// Declared before the instance so that it is closed first: an open
+    /// `trace_pipe` keeps the instance busy (EBUSY on its removal).
+    pipe: Option<File>,
     inst: Instance,
-    pipe: File,
     partial: Vec<u8>,
     /// Whether the instance's clock is CLOCK_MONOTONIC (`mono`): line
     /// times are then on the caller's clock.
@@ -244,8 +246,8 @@ pub fn start(
     inst.set("tracing_on", "1")
         .map_err(|e| Unavailable::Busy(format!("cannot switch tracing on: {e}")))?;
     Ok(Running {
+        pipe: Some(pipe),
         inst,
-        pipe,
         partial: Vec::new(),
         mono,
     })
@@ -257,8 +259,11 @@ impl Running {
     pub fn poll(&mut self, mut f: impl FnMut(Line)) -> io::Result<usize> {
         let mut buf = [0u8; 64 * 1024];
         let mut total = 0;
+        let Some(pipe) = self.pipe.as_mut() else {
+            return Ok(0);
+        };
         loop {
-            match self.pipe.read(&mut buf) {
+            match pipe.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
                     total += n;
@@ -283,6 +288,7 @@ impl Running {
     pub fn finish(mut self, f: impl FnMut(Line)) -> Result<(), String> {
         let _ = self.inst.set("tracing_on", "0");
         let r = self.poll(f);
+        self.pipe = None;
         let closed = self.inst.close();
         r.map_err(|e| format!("reading trace_pipe: {e}"))?;
         closed
