@@ -84,7 +84,7 @@ def rtla_hist(n):
         if m:
             rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
     # rtla prints microseconds: (irq, thread)
-    return {k: (v[0] * 1000, v[1] * 1000) for k, v in rows.items()}
+    return {k: v if k == "count" else (v[0] * 1000, v[1] * 1000) for k, v in rows.items()}
 def rtla_top(n):
     last = [l.split() for l in open(f"{work}/ro{n}.txt") if re.match(r"^\s*%s\s+#" % cpu, l)][-1]
     runtime, noise, maxsingle = float(last[2]), float(last[3]), float(last[6])

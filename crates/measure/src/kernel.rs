@@ -62,6 +62,17 @@ fn drive(
     stop: &AtomicBool,
     mut on_line: impl FnMut(&mut Clock, Line),
 ) -> (Nanos, Nanos, bool, Result<(), String>) {
+    // The reader formats the kernel's text on the CPU it runs on: off the
+    // measured CPUs it is not itself the noise or the latency measured
+    // (osnoise counted it as thread noise on CPU 1 of a 2-CPU guest).
+    // With every CPU measured there is nowhere else to go.
+    let elsewhere: Vec<u32> = punctual_live::sysinfo::online_cpus()
+        .into_iter()
+        .filter(|c| !cpus.contains(c))
+        .collect();
+    if !elsewhere.is_empty() {
+        let _ = punctual_live::rt::pin_to_cpus(&elsewhere);
+    }
     let t0 = clock::mono();
     let run = match ktracer::start(tracer, cpus, settings, journal_dir) {
         Ok(r) => r,
