@@ -173,6 +173,16 @@ fn kernel_probe_fits(args: &Args) -> CliResult {
     if args.clock != ClockArg::Nanosleep {
         return refuse("--clock");
     }
+    // osnoise/timerlat_period_us takes whole microseconds, 100 to 1000000.
+    if args.interval < Nanos::from_us(100)
+        || args.interval > Nanos::from_secs(1)
+        || args.interval.0 % 1000 != 0
+    {
+        return Err(CliError::usage(format!(
+            "--interval {} is not a period the timerlat tracer takes: give whole microseconds from 100us to 1s",
+            args.interval
+        )));
+    }
     Ok(())
 }
 
