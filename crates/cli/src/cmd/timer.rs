@@ -176,7 +176,7 @@ fn kernel_probe_fits(args: &Args) -> CliResult {
     // osnoise/timerlat_period_us takes whole microseconds, 100 to 1000000.
     if args.interval < Nanos::from_us(100)
         || args.interval > Nanos::from_secs(1)
-        || args.interval.0 % 1000 != 0
+        || !args.interval.0.is_multiple_of(1000)
     {
         return Err(CliError::usage(format!(
             "--interval {} is not a period the timerlat tracer takes: give whole microseconds from 100us to 1s",
