@@ -69,8 +69,13 @@ snapshot() {
     find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sed 's/^/cgroup /'
     echo "partition $(cat /sys/fs/cgroup/cpuset.cpus.partition 2>/dev/null)"
     echo "subtree $(cat /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null)"
-    for f in current_tracer tracing_on buffer_size_kb options/record-cmd trace_clock; do
+    for f in current_tracer tracing_on buffer_size_kb options/record-cmd trace_clock tracing_thresh; do
       echo "$f $(cat $T/$f 2>/dev/null)"
+    done
+    # The timerlat/osnoise tracers' settings are global, shared by every
+    # instance: --probe timerlat/osnoise journals and restores them.
+    for f in $T/osnoise/*; do
+      [ -f "$f" ] && echo "osnoise/${f##*/} $(cat "$f" 2>/dev/null)"
     done
     echo "sched_features $(cat /sys/kernel/debug/sched/features 2>/dev/null)"
     for f in sched_rt_runtime_us sched_rt_period_us; do
@@ -163,6 +168,88 @@ t_noise() {
   same_as_before noise
 }
 check noise t_noise
+
+# The kernel's own probes: where the tracer exists, its record has the
+# probe's series and the machine is left as found; in the rt guest also
+# after a Ctrl-C and a SIGKILL (then `cause --cleanup`), and another
+# user's timerlat run is refused and left alone. Where the tracer is
+# missing, exit status 2 and one sentence saying what to do.
+has_tracer() { [[ " $(cat $T/available_tracers) " == *" $1 "* ]]; }
+t_missing_tracer() { # VERB TRACER
+  local rc=0
+  $P "$1" --probe "$2" --cpus $CPU --duration 1s >"$work/$2.out" 2>"$work/$2.err" || rc=$?
+  cat "$work/$2.err"
+  test "$rc" = 2 || { echo "assertion failed: exit status $rc, not 2"; return 1; }
+  assert_grep "kernel's $2 tracer is not available here" "$work/$2.err" "the sentence names the missing tracer"
+  test "$(wc -l <"$work/$2.err")" = 1 || { echo "assertion failed: more than one line"; return 1; }
+}
+t_timerlat() {
+  if ! has_tracer timerlat; then
+    t_missing_tracer timer timerlat
+    return
+  fi
+  $P timer --probe timerlat --cpus $CPU --interval 1ms --duration 2s --json "$work/tl.json" | tee "$work/tl.txt"
+  test "${PIPESTATUS[0]}" = 0
+  jq -c '[.series[] | {name, count, min, max}]' "$work/tl.json"
+  assert_json "$work/tl.json" '.config.probe == "timerlat"' "the record says the kernel's probe measured"
+  assert_json "$work/tl.json" "[.series[] | select(.name == \"cpu$CPU.irq.latency\" and .metric == \"latency\" and .count > 100)] | length == 1" "an IRQ-latency series with samples"
+  assert_json "$work/tl.json" "[.series[] | select(.name == \"cpu$CPU.thread.latency\" and .metric == \"latency\" and .count > 100)] | length == 1" "a thread-latency series with samples"
+  assert_json "$work/tl.json" '[.series[] | select(.name | endswith(".thread.latency")) | .max >= .min] | all' "ordered"
+  same_as_before "timer --probe timerlat"
+  # The exit paths are the same code in every RT guest: checked once.
+  [ "$kind" = rt ] || return 0
+  # Ctrl-C: the run ends early, says so, and puts everything back.
+  timeout -s INT 6 $P timer --probe timerlat --cpus $CPU --duration 60s --json "$work/tl-int.json" || true
+  assert_json "$work/tl-int.json" '.interrupted == true' "an interrupted run is marked"
+  same_as_before "timer --probe timerlat after Ctrl-C"
+  # SIGKILL: the journal lets the next run (here --cleanup) put it back.
+  $P timer --probe timerlat --cpus $CPU --duration 60s >/dev/null 2>&1 &
+  local pid=$! n=0
+  until ls $T/instances | grep -q '^punctual-'; do
+    sleep 0.2
+    n=$((n + 1))
+    [ $n -lt 150 ] || { echo "assertion failed: no instance appeared"; kill -KILL $pid; return 1; }
+  done
+  sleep 1
+  echo "while running: current_tracer $(cat $T/instances/punctual-*/current_tracer) cpus $(cat $T/osnoise/cpus)"
+  kill -KILL $pid
+  wait $pid || true
+  $P cause --cleanup 2>&1
+  same_as_before "timer --probe timerlat after SIGKILL and cause --cleanup"
+  # Someone else's timerlat run: refused, and left alone.
+  mkdir $T/instances/other-user
+  echo timerlat >$T/instances/other-user/current_tracer
+  local rc=0
+  $P timer --probe timerlat --cpus $CPU --duration 1s 2>"$work/busy.err" || rc=$?
+  cat "$work/busy.err"
+  echo nop >$T/instances/other-user/current_tracer
+  rmdir $T/instances/other-user
+  test "$rc" = 1 || { echo "assertion failed: a busy tracer gave exit status $rc, not 1"; return 1; }
+  assert_grep 'instance other-user is running timerlat' "$work/busy.err" "the refusal names the other user"
+  same_as_before "timer --probe timerlat refused"
+}
+check timer-timerlat t_timerlat
+
+t_osnoise() {
+  if ! has_tracer osnoise; then
+    t_missing_tracer noise osnoise
+    return
+  fi
+  $P noise --probe osnoise --cpus $CPU --duration 2s --json "$work/on.json" | tee "$work/on.txt"
+  test "${PIPESTATUS[0]}" = 0
+  jq -c '{series: [.series[] | {name, count, max}], stolen: [.stolen[] | {cpu, observed_ns, total_ns, intervals, max_ns, sources: (.by_source | length)}], osnoise: .extra.osnoise}' "$work/on.json"
+  assert_json "$work/on.json" '.config.probe == "osnoise"' "the record says the kernel's probe measured"
+  assert_json "$work/on.json" "[.series[] | select(.name == \"cpu$CPU.gap\" and .metric == \"gap\")] | length == 1" "a gap series for the CPU"
+  assert_json "$work/on.json" ".stolen[0].cpu == $CPU and .stolen[0].observed_ns > 0" "observed time from the osnoise summaries"
+  assert_json "$work/on.json" ".stolen[0].total_ns <= .stolen[0].observed_ns" "stolen within observed"
+  assert_json "$work/on.json" ".extra.osnoise.cpu$CPU.samples > 0" "osnoise summaries read, with interference counts"
+  same_as_before "noise --probe osnoise"
+  [ "$kind" = rt ] || return 0
+  timeout -s INT 6 $P noise --probe osnoise --cpus $CPU --duration 60s --json "$work/on-int.json" || true
+  assert_json "$work/on-int.json" '.interrupted == true' "an interrupted run is marked"
+  same_as_before "noise --probe osnoise after Ctrl-C"
+}
+check noise-osnoise t_osnoise
 
 t_cause() {
   $P cause --cpus $CPU --duration 3s --json "$work/cause.json" 2>&1 | tee "$work/cause.txt"

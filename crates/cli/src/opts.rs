@@ -558,6 +558,18 @@ pub fn gap_replay(path: &Path) -> Result<punctual_live::noise::Replay, CliError>
     Ok(punctual_live::noise::Replay::new(REPLAY_STEP, gaps))
 }
 
+/// Whether the kernel's `tracer` can run here: a kernel without it is bad
+/// input for `--probe` (exit status 2, the sentence says what to do); one
+/// that is in use by another run is a run that cannot be made now.
+pub fn kernel_tracer(tracer: punctual_trace::ktracer::Tracer) -> Result<(), CliError> {
+    use punctual_trace::ktracer::{check, Unavailable};
+    match check(tracer) {
+        Ok(()) => Ok(()),
+        Err(Unavailable::Missing(m)) => Err(CliError::usage(m)),
+        Err(Unavailable::Busy(m)) => Err(CliError::runtime(m)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

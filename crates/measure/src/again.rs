@@ -149,6 +149,14 @@ pub fn again(rec: &Record, o: &Overrides) -> Result<Again, MeasureError> {
             "the record was replayed from {p}, not measured on this machine; measuring again needs a measured record"
         )));
     }
+    if let (Some(Value::String(k)), "timer" | "noise") =
+        (rec.config.get("probe"), rec.kind.as_str())
+    {
+        return Err(usage(format!(
+            "the record was measured by the kernel's {k} tracer (config.probe), and measuring again repeats punctual's own probes only; run 'punctual {} --probe {k}' again",
+            rec.kind
+        )));
+    }
     let cfg = Config(rec);
     let probes = match rec.kind.as_str() {
         "timer" => vec![ProbeSettings::Timer(cfg.timer("")?)],
@@ -687,6 +695,12 @@ mod tests {
         let e = again(&rec, &Overrides::default()).unwrap_err();
         assert!(
             matches!(&e, MeasureError::Usage(m) if m.contains("no 'clock'")),
+            "{e}"
+        );
+        rec.set_config("probe", "timerlat");
+        let e = again(&rec, &Overrides::default()).unwrap_err();
+        assert!(
+            matches!(&e, MeasureError::Usage(m) if m.contains("punctual timer --probe timerlat")),
             "{e}"
         );
         rec.set_config("replay", "feed.txt");

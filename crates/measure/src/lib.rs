@@ -16,6 +16,7 @@ pub mod again;
 pub mod attach;
 pub mod config;
 pub mod consumer;
+pub mod kernel;
 pub mod loads;
 pub mod merge;
 pub mod monitor;
@@ -23,6 +24,7 @@ pub mod probe;
 pub mod session;
 pub mod watch;
 
+pub use kernel::{KernelNoise, KernelTimer};
 pub use probe::{Noise, Outcome, Probe, Timer};
 pub use session::{Evidence, Measured, ProbeRequest, Quiet, Runner, Session, Tracing};
 

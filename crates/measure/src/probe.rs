@@ -29,6 +29,12 @@ pub trait Probe: Send + Sync {
     fn live(&self) -> bool {
         true
     }
+    /// Why its last run could not be carried out, if so (the kernel's
+    /// probes: a tracer that would not start); the session then fails
+    /// instead of writing an empty record.
+    fn failure(&self) -> Option<String> {
+        None
+    }
     /// Runs to the end (or until `stop`). With `keep_gaps` it also logs
     /// every stolen interval, for the recorder to split one by one.
     fn run(

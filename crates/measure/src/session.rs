@@ -255,6 +255,9 @@ impl<'a> Session<'a> {
         };
         self.runner.starting(req, recorder.is_some());
         let out = self.run_probe(req.label, probe, recorder.is_some())?;
+        if let Some(e) = probe.failure() {
+            return Err(MeasureError::Runtime(e));
+        }
         crate::loads::finish(loads, &req.loads, rec);
         let neighbor = neighbor.map(|n| n.stop());
         let elapsed = out.elapsed();

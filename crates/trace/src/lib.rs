@@ -13,6 +13,7 @@
 pub mod attribute;
 pub mod event;
 pub mod format;
+pub mod ktracer;
 pub mod recorder;
 pub mod ring;
 pub mod rings;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use punctual_live::noise::NoiseConfig;
-use punctual_measure::Noise;
+use punctual_measure::{KernelNoise, Noise};
 use punctual_record::Nanos;
 
 use crate::error::{CliError, CliResult};
@@ -36,6 +36,15 @@ pub struct Args {
     /// the loop's minimum step and at least 1us; the chosen value is shown).
     #[arg(long, value_parser = opts::positive_duration)]
     pub threshold: Option<Nanos>,
+    /// What measures: punctual's own busy thread (`user`), or the kernel's
+    /// osnoise tracer (`osnoise`, where the kernel has it: PREEMPT_RT
+    /// distribution kernels do), whose stolen intervals, per-period
+    /// summaries and interference counts (`extra.osnoise`) fill the same
+    /// record, as `rtla osnoise` shows them. Its threads keep the kernel's
+    /// SCHED_OTHER and its threshold (`tracing_thresh`, 5us when 0);
+    /// --policy, --priority and --threshold set punctual's own.
+    #[arg(long, value_enum, default_value = "user")]
+    pub probe: NoiseProbe,
     #[command(flatten)]
     pub common: ProbeArgs,
     #[command(flatten)]
@@ -55,6 +64,15 @@ pub struct Args {
     /// a captured feed. Every CPU replays the same feed.
     #[arg(long, hide = true)]
     pub replay: Option<PathBuf>,
+}
+
+/// `noise --probe`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoiseProbe {
+    /// punctual's busy-polling thread per CPU.
+    User,
+    /// The kernel's osnoise tracer.
+    Osnoise,
 }
 
 /// Shorter runs hold too few loop steps to tell a stolen gap from the
@@ -104,9 +122,17 @@ pub fn run(args: Args) -> CliResult {
         None => None,
     };
     let sink = cfg.samples.clone();
+    let probe: Arc<dyn punctual_measure::Probe> = match args.probe {
+        NoiseProbe::User => Arc::new(Noise { cfg, replay }),
+        NoiseProbe::Osnoise => {
+            kernel_probe_fits(&args)?;
+            opts::kernel_tracer(punctual_trace::ktracer::Tracer::Osnoise)?;
+            Arc::new(KernelNoise::new(cfg, punctual_live::restore::run_dir()))
+        }
+    };
     let (mut rec, raw) = run_one_probe(
         "noise",
-        Arc::new(Noise { cfg, replay }),
+        probe,
         &args.common,
         &args.cause,
         &args.c_states,
@@ -119,4 +145,30 @@ pub fn run(args: Args) -> CliResult {
     args.raw.write(sink.as_deref(), &mut rec)?;
     write_json(&rec, &args.common.json)?;
     gates.enforce(&rec)
+}
+
+/// The options that belong to punctual's own thread, refused with the
+/// kernel's probe rather than ignored.
+fn kernel_probe_fits(args: &Args) -> CliResult {
+    let refuse = |what: &str| {
+        Err(CliError::usage(format!(
+            "{what} applies to punctual's own noise probe, not to --probe osnoise (the kernel's tracer)"
+        )))
+    };
+    if args.replay.is_some() {
+        return refuse("--replay");
+    }
+    if args.cause.cause {
+        return refuse("--cause");
+    }
+    if args.stop.stop_at.is_some() {
+        return refuse("--stop-at");
+    }
+    if args.raw.samples.is_some() {
+        return refuse("--samples");
+    }
+    if args.threshold.is_some() {
+        return refuse("--threshold");
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use punctual_live::timer::TimerConfig;
-use punctual_measure::Timer;
+use punctual_measure::{KernelTimer, Timer};
 use punctual_record::{Metric, Nanos, Record, Series};
 
 use crate::error::{CliError, CliResult};
@@ -41,6 +41,15 @@ pub struct Args {
     /// Keep wake-ups later than this in the spike log (default: the largest).
     #[arg(long, value_parser = opts::duration)]
     pub threshold: Option<Nanos>,
+    /// What measures: punctual's own thread (`user`), or the kernel's
+    /// timerlat tracer (`timerlat`, where the kernel has it: PREEMPT_RT
+    /// distribution kernels do), which records each wake-up twice, in the
+    /// timer's interrupt (`cpuN.irq.latency`) and in the woken kernel
+    /// thread (`cpuN.thread.latency`), as `rtla timerlat` shows them. Its
+    /// threads keep the kernel's FIFO 95; --policy and --priority set
+    /// punctual's own.
+    #[arg(long, value_enum, default_value = "user")]
+    pub probe: TimerProbe,
     /// Write a cyclictest-compatible histogram (`cyclictest -h`) here.
     #[arg(long)]
     pub hist: Option<PathBuf>,
@@ -61,6 +70,15 @@ pub struct Args {
     /// re-analysing a captured feed. Every CPU replays the same feed.
     #[arg(long, hide = true)]
     pub replay: Option<PathBuf>,
+}
+
+/// `timer --probe`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerProbe {
+    /// punctual's periodic thread per CPU.
+    User,
+    /// The kernel's timerlat tracer.
+    Timerlat,
 }
 
 /// Below this a period is not something the kernel's timers deliver: the
@@ -108,9 +126,17 @@ pub fn run(args: Args) -> CliResult {
         None => None,
     };
     let sink = cfg.samples.clone();
+    let probe: Arc<dyn punctual_measure::Probe> = match args.probe {
+        TimerProbe::User => Arc::new(Timer { cfg, replay }),
+        TimerProbe::Timerlat => {
+            kernel_probe_fits(&args)?;
+            opts::kernel_tracer(punctual_trace::ktracer::Tracer::Timerlat)?;
+            Arc::new(KernelTimer::new(cfg, punctual_live::restore::run_dir()))
+        }
+    };
     let (mut rec, raw) = run_one_probe(
         "timer",
-        Arc::new(Timer { cfg, replay }),
+        probe,
         &args.common,
         &args.cause,
         &args.c_states,
@@ -126,6 +152,42 @@ pub fn run(args: Args) -> CliResult {
         write_hist(&rec, p)?;
     }
     gates.enforce(&rec)
+}
+
+/// The options that belong to punctual's own thread, refused with the
+/// kernel's probe rather than ignored.
+fn kernel_probe_fits(args: &Args) -> CliResult {
+    let refuse = |what: &str| {
+        Err(CliError::usage(format!(
+            "{what} applies to punctual's own timer probe, not to --probe timerlat (the kernel's tracer)"
+        )))
+    };
+    if args.replay.is_some() {
+        return refuse("--replay");
+    }
+    if args.cause.cause {
+        return refuse("--cause");
+    }
+    if args.stop.stop_at.is_some() {
+        return refuse("--stop-at");
+    }
+    if args.raw.samples.is_some() {
+        return refuse("--samples");
+    }
+    if args.clock != ClockArg::Nanosleep {
+        return refuse("--clock");
+    }
+    // osnoise/timerlat_period_us takes whole microseconds, 100 to 1000000.
+    if args.interval < Nanos::from_us(100)
+        || args.interval > Nanos::from_secs(1)
+        || !args.interval.0.is_multiple_of(1000)
+    {
+        return Err(CliError::usage(format!(
+            "--interval {} is not a period the timerlat tracer takes: give whole microseconds from 100us to 1s",
+            args.interval
+        )));
+    }
+    Ok(())
 }
 
 /// Writes the latency series in cyclictest's `-h` format.

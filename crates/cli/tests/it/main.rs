@@ -14,6 +14,7 @@ mod field;
 mod forecast;
 mod golden;
 mod help;
+mod kprobe;
 mod load;
 mod measure;
 mod monitor;

@@ -16,9 +16,7 @@ pub fn latency_table(rec: &Record) -> String {
     for s in rec.series.iter().filter(|s| s.metric == Metric::Latency) {
         out.push_str(&format!(
             "{:<5} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}\n",
-            s.cpu
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| s.name.clone()),
+            row_label(s),
             s.count,
             fmt_ns(s.min),
             fmt_ns(s.percentiles.p50),
@@ -30,6 +28,19 @@ pub fn latency_table(rec: &Record) -> String {
         ));
     }
     out
+}
+
+/// A row's CPU, and for the kernel's timerlat probe which of its two
+/// measurements (`cpuN.irq.latency`, `cpuN.thread.latency`) it is.
+fn row_label(s: &punctual_record::Series) -> String {
+    let Some(c) = s.cpu else {
+        return s.name.clone();
+    };
+    match s.name.split('.').nth(1) {
+        Some("irq") => format!("{c} irq"),
+        Some("thread") => format!("{c} thr"),
+        _ => c.to_string(),
+    }
 }
 
 fn pct(x: f64) -> String {
@@ -80,7 +91,10 @@ pub fn stolen_table(rec: &Record) -> String {
             s.intervals,
             s.max_ns.to_string(),
             s.threshold_ns.to_string(),
-            s.loop_cost_ns.unwrap_or_default().to_string(),
+            // The kernel's osnoise loop does not report its cost.
+            s.loop_cost_ns
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".into()),
             irq,
             soft,
             steal,
@@ -88,6 +102,30 @@ pub fn stolen_table(rec: &Record) -> String {
         ));
     }
     out.push_str("k.* = the kernel's own accounting (/proc/stat) over the same run; k.admits = its share of the stolen time measured\n");
+    out.push_str(&osnoise_lines(rec));
+    out
+}
+
+/// The kernel's osnoise interference counters (`extra.osnoise`), one line
+/// per CPU, when the kernel's probe measured.
+fn osnoise_lines(rec: &Record) -> String {
+    let Some(per_cpu) = rec.extra.get("osnoise").and_then(|v| v.as_object()) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for (cpu, v) in per_cpu {
+        let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+        out.push_str(&format!(
+            "osnoise {cpu}: {} summaries, interference hw {} nmi {} irq {} softirq {} thread {}, largest single noise {}\n",
+            n("samples"),
+            n("hw"),
+            n("nmi"),
+            n("irq"),
+            n("softirq"),
+            n("thread"),
+            Nanos(n("max_single_noise_ns")),
+        ));
+    }
     out
 }
 
@@ -269,4 +307,39 @@ pub fn check_summary(rec: &Record) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_record::{Platform, Recorder, Source};
+
+    /// timerlat's two rows on one CPU are told apart; the user-space
+    /// probe's row keeps its bare CPU number.
+    #[test]
+    fn the_kernel_probes_rows_say_which_measurement_they_are() {
+        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+        for name in ["cpu1.irq.latency", "cpu1.thread.latency", "cpu2.latency"] {
+            let mut r = Recorder::new(Nanos(1000));
+            r.record(Nanos::from_us(5));
+            let mut s = r.to_series(name, Metric::Latency);
+            s.cpu = Some(name.as_bytes()[3] as u32 - b'0' as u32);
+            rec.series.push(s);
+        }
+        let labels: Vec<String> = latency_table(&rec)
+            .lines()
+            .skip(1)
+            .map(|l| l[..5].trim_end().to_string())
+            .collect();
+        assert_eq!(labels, ["1 irq", "1 thr", "2"]);
+        assert_eq!(osnoise_lines(&rec), "");
+        rec.extra.insert(
+            "osnoise".into(),
+            serde_json::json!({"cpu1": {"samples": 3, "hw": 4, "nmi": 0, "irq": 9, "softirq": 1, "thread": 2, "max_single_noise_ns": 25_000}}),
+        );
+        assert_eq!(
+            osnoise_lines(&rec),
+            "osnoise cpu1: 3 summaries, interference hw 4 nmi 0 irq 9 softirq 1 thread 2, largest single noise 25us\n"
+        );
+    }
 }
