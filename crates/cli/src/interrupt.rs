@@ -21,6 +21,7 @@ pub fn stop_flag() -> Arc<AtomicBool> {
             let f = Arc::clone(&flag);
             std::thread::Builder::new()
                 .name("punctual-signals".into())
+                .stack_size(punctual_live::rt::RUN_THREAD_STACK_BYTES)
                 .spawn(move || {
                     for _ in signals.forever() {
                         if f.swap(true, Ordering::SeqCst) {
