@@ -21,6 +21,7 @@ pub fn stop_flag() -> Arc<AtomicBool> {
             let f = Arc::clone(&flag);
             std::thread::Builder::new()
                 .name("punctual-signals".into())
+                .stack_size(punctual_live::rt::RUN_THREAD_STACK_BYTES)
                 .spawn(move || {
                     for _ in signals.forever() {
                         if f.swap(true, Ordering::SeqCst) {
@@ -47,6 +48,7 @@ pub fn stop_flag() -> Arc<AtomicBool> {
 fn second_signal() -> ! {
     use punctual_live::restore::{run_dir, undo_own};
     eprintln!("punctual: interrupted again: putting back what this run changed, then exiting");
+    release_trace_files();
     let rep = undo_own(&run_dir());
     if !rep.undone.is_empty() {
         eprintln!("punctual: {}", rep.undone.join("; "));
@@ -58,6 +60,31 @@ fn second_signal() -> ! {
         );
     }
     std::process::exit(130);
+}
+
+/// Points every file this process holds open inside one of its tracing
+/// instances at /dev/null. The kernel refuses to remove an instance with
+/// open files (EBUSY), and the recorder's readers still hold theirs when
+/// the second signal arrives; `dup2` swaps each in place, so no descriptor
+/// number is freed for another thread to reuse before the process exits,
+/// and a reader then sees end of file.
+fn release_trace_files() {
+    use std::os::fd::AsRawFd;
+    let (Ok(null), Ok(fds)) = (
+        std::fs::File::open("/dev/null"),
+        std::fs::read_dir("/proc/self/fd"),
+    ) else {
+        return;
+    };
+    let marker = format!("/instances/{}", punctual_live::restore::INSTANCE_PREFIX);
+    for e in fds.flatten() {
+        let inside =
+            std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().contains(&marker));
+        if let (true, Ok(fd)) = (inside, e.file_name().to_string_lossy().parse::<i32>()) {
+            // SAFETY: both descriptors are open; dup2 replaces `fd` atomically.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
 }
 
 pub fn interrupted(flag: &AtomicBool) -> bool {

@@ -201,13 +201,6 @@ impl CStateArgs {
     }
 }
 
-/// Holds the C-states `args` ask for on `cpus` for the life of the
-/// returned value (a live run only: a replayed feed runs on a virtual
-/// clock that no idle state can delay).
-pub fn hold_c_states(args: &CStateArgs, cpus: &[u32]) -> punctual_live::cstate::CStateHold {
-    punctual_live::cstate::CStateHold::hold(args.request(), cpus)
-}
-
 /// `--stop-at`, `--on-threshold` on `timer` and `noise` (cyclictest `-b`,
 /// rtla `-a`/`-T`): stop at the first sample over a threshold and keep
 /// the evidence.

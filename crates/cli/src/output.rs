@@ -173,29 +173,35 @@ pub fn with_progress<T: Send + 'static>(
 ) -> Result<T, CliError> {
     let handle = std::thread::Builder::new()
         .name("punctual-run".into())
+        .stack_size(punctual_live::rt::RUN_THREAD_STACK_BYTES)
         .spawn(work)
         .map_err(|e| CliError::runtime(format!("cannot start the run: {e}")))?;
     let tty = std::io::stderr().is_terminal();
+    if !tty {
+        // Nothing to draw: wait on the thread itself rather than waking
+        // five times a second beside the probe for the whole run.
+        return handle
+            .join()
+            .map_err(|_| CliError::runtime(format!("the {label} run panicked")));
+    }
     let start = Instant::now();
     let mut drew = false;
     while !handle.is_finished() {
         std::thread::sleep(Duration::from_millis(200));
-        if tty {
-            let el = Nanos::from_std(start.elapsed()).min(duration);
-            let frac = el.0 as f64 / duration.0.max(1) as f64;
-            let w = 30usize;
-            let filled = ((frac * w as f64) as usize).min(w);
-            eprint!(
-                "\r{label} [{}{}] {:>5.1}s / {:.1}s  remaining {:>5.1}s  max {:<10}",
-                "#".repeat(filled),
-                ".".repeat(w - filled),
-                el.as_secs_f64(),
-                duration.as_secs_f64(),
-                (duration - el).as_secs_f64(),
-                progress.max().to_string()
-            );
-            drew = true;
-        }
+        let el = Nanos::from_std(start.elapsed()).min(duration);
+        let frac = el.0 as f64 / duration.0.max(1) as f64;
+        let w = 30usize;
+        let filled = ((frac * w as f64) as usize).min(w);
+        eprint!(
+            "\r{label} [{}{}] {:>5.1}s / {:.1}s  remaining {:>5.1}s  max {:<10}",
+            "#".repeat(filled),
+            ".".repeat(w - filled),
+            el.as_secs_f64(),
+            duration.as_secs_f64(),
+            (duration - el).as_secs_f64(),
+            progress.max().to_string()
+        );
+        drew = true;
     }
     if drew {
         eprint!("\r{}\r", " ".repeat(100));

@@ -15,7 +15,7 @@ use punctual_units::Nanos;
 
 use crate::clock::{now, ClockId};
 use crate::rt::Policy;
-use crate::setup::{lock_memory_or_warn, prepare_thread, ThreadSetup, WarningSink};
+use crate::setup::{lock_memory_or_warn, prepare_thread, MemoryLock, ThreadSetup, WarningSink};
 use crate::spikes::SpikeLog;
 use crate::timer::Progress;
 
@@ -530,7 +530,7 @@ where
     F: Fn() -> C + Send + Sync + 'static,
 {
     let warnings = Arc::new(WarningSink::default());
-    let locked = cfg.lock_memory && lock_memory_or_warn(setup.as_ref(), &warnings);
+    let locked = cfg.lock_memory && lock_memory_or_warn(setup.as_ref(), MemoryLock::All, &warnings);
     let make = Arc::new(make);
     let origin = now(ClockId::Monotonic);
     let halt = Arc::new(AtomicBool::new(false));
@@ -547,6 +547,7 @@ where
         );
         let h = std::thread::Builder::new()
             .name(format!("punctual-n{cpu}"))
+            .stack_size(crate::rt::RUN_THREAD_STACK_BYTES)
             .spawn(move || {
                 let (guard, rt_ok) = prepare_thread(setup.as_ref(), cpu, cfg2.policy, &w2);
                 let mut c = make();

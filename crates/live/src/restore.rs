@@ -414,9 +414,22 @@ fn undo(a: &Action, dir: &Path, owner: u32) -> Result<Option<String>, String> {
                 return Ok(None);
             }
             stop_tracing(path);
-            fs::remove_dir(path)
-                .map(|()| Some(format!("removed tracing instance {}", path.display())))
-                .map_err(|e| format!("cannot remove {}: {e}", path.display()))
+            // A reader still inside a read of one of the instance's files
+            // keeps it busy until that read returns (a second Ctrl-C lands
+            // while the recorder drains its rings): give it half a second.
+            let mut tries = 0;
+            loop {
+                match fs::remove_dir(path) {
+                    Ok(()) => {
+                        return Ok(Some(format!("removed tracing instance {}", path.display())))
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 50 => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    Err(e) => return Err(format!("cannot remove {}: {e}", path.display())),
+                }
+            }
         }
         Action::ThreadAffinity {
             tid,

@@ -19,6 +19,11 @@ pub trait ThreadSetup: Send + Sync {
     fn set_policy(&self, p: Policy) -> io::Result<Option<PolicyGuard>>;
     /// Process-wide mlockall.
     fn lock_memory(&self) -> io::Result<()>;
+    /// Process-wide mlockall of the pages touched so far and from now on
+    /// ([`rt::lock_touched_memory`]).
+    fn lock_touched_memory(&self) -> io::Result<()> {
+        self.lock_memory()
+    }
     fn unlock_memory(&self);
 }
 
@@ -35,6 +40,9 @@ impl ThreadSetup for RealSetup {
     }
     fn lock_memory(&self) -> io::Result<()> {
         rt::lock_memory()
+    }
+    fn lock_touched_memory(&self) -> io::Result<()> {
+        rt::lock_touched_memory()
     }
     fn unlock_memory(&self) {
         rt::unlock_memory()
@@ -165,8 +173,29 @@ pub fn policy_label(p: Policy) -> String {
 }
 
 /// Locks memory once for the run, warning when refused.
-pub fn lock_memory_or_warn(setup: &dyn ThreadSetup, warnings: &WarningSink) -> bool {
-    match setup.lock_memory() {
+/// Which pages a probe locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryLock {
+    /// Every mapped page, faulted in now (`MCL_CURRENT | MCL_FUTURE`):
+    /// for a probe that measures its own loop (noise), where a first touch
+    /// of a page would show up as a gap.
+    All,
+    /// Only the pages touched, as they are touched (`MCL_ONFAULT`): for a
+    /// probe whose measured path is all touched before its first sleep
+    /// (timer).
+    Touched,
+}
+
+pub fn lock_memory_or_warn(
+    setup: &dyn ThreadSetup,
+    how: MemoryLock,
+    warnings: &WarningSink,
+) -> bool {
+    let locked = match how {
+        MemoryLock::All => setup.lock_memory(),
+        MemoryLock::Touched => setup.lock_touched_memory(),
+    };
+    match locked {
         Ok(()) => true,
         Err(e) => {
             warnings.push(Warning::NoMemlock {
@@ -188,8 +217,12 @@ mod tests {
             let (g, ok) = prepare_thread(&Unprivileged, cpu, Policy::Fifo { priority: 95 }, &sink);
             assert!(g.is_none() && !ok);
         }
-        assert!(!lock_memory_or_warn(&Unprivileged, &sink));
-        assert!(!lock_memory_or_warn(&Unprivileged, &sink));
+        assert!(!lock_memory_or_warn(&Unprivileged, MemoryLock::All, &sink));
+        assert!(!lock_memory_or_warn(
+            &Unprivileged,
+            MemoryLock::Touched,
+            &sink
+        ));
         let w = sink.take();
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(matches!(w[0], Warning::NoRealtimePolicy { .. }));

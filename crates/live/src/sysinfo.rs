@@ -127,7 +127,40 @@ pub fn running_kernel_config() -> Option<String> {
 /// Facts from a kernel config text: (HZ, NO_HZ mode, preemption model,
 /// IRQ time accounting).
 pub fn parse_config(cfg: &str) -> (Option<u32>, Option<String>, Option<String>, Option<bool>) {
-    let on = |k: &str| cfg.lines().any(|l| l.trim() == format!("CONFIG_{k}=y"));
+    // One pass over the config for every key asked below: it is read at
+    // the start of every measuring run, and a pass (with an allocation per
+    // line) for each of a dozen keys was a visible share of a short run's
+    // fixed cost.
+    const KEYS: [&str; 11] = [
+        "NO_HZ_FULL",
+        "NO_HZ_IDLE",
+        "NO_HZ",
+        "HZ_PERIODIC",
+        "PREEMPT_RT",
+        "PREEMPT",
+        "PREEMPT_LAZY",
+        "PREEMPT_VOLUNTARY",
+        "PREEMPT_NONE",
+        "PREEMPT_DYNAMIC",
+        "IRQ_TIME_ACCOUNTING",
+    ];
+    let mut set = [false; KEYS.len()];
+    for l in cfg.lines() {
+        if let Some(k) = l
+            .trim()
+            .strip_prefix("CONFIG_")
+            .and_then(|l| l.strip_suffix("=y"))
+        {
+            if let Some(i) = KEYS.iter().position(|x| *x == k) {
+                set[i] = true;
+            }
+        }
+    }
+    let on = |k: &str| {
+        let i = KEYS.iter().position(|x| *x == k);
+        debug_assert!(i.is_some(), "CONFIG_{k} is not among the keys read");
+        i.is_some_and(|i| set[i])
+    };
     let hz = cfg
         .lines()
         .find_map(|l| l.strip_prefix("CONFIG_HZ="))

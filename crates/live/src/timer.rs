@@ -15,7 +15,7 @@ use punctual_units::Nanos;
 
 use crate::clock::{mono, sleep_until};
 use crate::rt::Policy;
-use crate::setup::{lock_memory_or_warn, prepare_thread, ThreadSetup, WarningSink};
+use crate::setup::{lock_memory_or_warn, prepare_thread, MemoryLock, ThreadSetup, WarningSink};
 use crate::spikes::SpikeLog;
 
 /// Pure per-CPU processing of wake-ups.
@@ -451,7 +451,8 @@ where
     F: Fn(u32) -> std::io::Result<S> + Send + Sync + 'static,
 {
     let warnings = Arc::new(WarningSink::default());
-    let locked = cfg.lock_memory && lock_memory_or_warn(setup.as_ref(), &warnings);
+    let locked =
+        cfg.lock_memory && lock_memory_or_warn(setup.as_ref(), MemoryLock::Touched, &warnings);
     let make_source = Arc::new(make_source);
     let t0 = mono();
     let halt = Arc::new(AtomicBool::new(false));
@@ -468,6 +469,7 @@ where
         );
         let h = std::thread::Builder::new()
             .name(format!("punctual-t{cpu}"))
+            .stack_size(crate::rt::RUN_THREAD_STACK_BYTES)
             .spawn(move || {
                 let (guard, rt_ok) = prepare_thread(setup.as_ref(), cpu, cfg2.policy, &w2);
                 let mut buf =

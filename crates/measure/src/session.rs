@@ -46,6 +46,7 @@ impl Runner for Quiet {
     ) -> Result<(), MeasureError> {
         std::thread::Builder::new()
             .name("punctual-run".into())
+            .stack_size(punctual_live::rt::RUN_THREAD_STACK_BYTES)
             .spawn(work)
             .map_err(|e| MeasureError::Runtime(format!("cannot start the run: {e}")))?
             .join()

@@ -479,9 +479,6 @@ pub fn run(args: Args) -> CliResult {
         "{}",
         platform::platform_text(&punctual_live::sysinfo::collect(), false)
     );
-    // Through every round, released before the summary is printed; a
-    // replayed feed holds nothing.
-    let mut held = (!replaying).then(|| opts::hold_c_states(&args.c_states, &cpus));
     let policy = if replaying {
         "replayed"
     } else if realtime_allowed() {
@@ -491,81 +488,85 @@ pub fn run(args: Args) -> CliResult {
     };
     let plan = Plan {
         args: &args,
-        cpus,
+        cpus: cpus.clone(),
         load_specs,
         timer_replay,
         noise_replay,
         policy,
     };
-    let mut rounds = vec![plan.round(&session, &stop, false)?];
-    if args.until_decided {
-        loop {
-            let (rec, windows) = combine(&rounds)?;
-            let (v, _) = verdicts_of(&rec, &windows, &profiles);
-            let open: Vec<&punctual_analysis::Verdict> = v
-                .iter()
-                .filter(|x| x.state == VerdictState::Inconclusive)
-                .collect();
-            let (elapsed, timer) = totals(&rounds);
-            let timer_share = timer.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
-            let left = time_left(&open, timer, timer_share);
-            let why_stop = if open.is_empty() {
-                Some("every verdict is decided".to_string())
-            } else if interrupted(&stop) {
-                Some("interrupted; keeping what was measured".to_string())
-            } else if elapsed + args.duration > max {
-                Some(format!("--max {max} reached"))
-            } else {
-                None
-            };
-            eprintln!(
-                "punctual check: round {}, {} measured: {} of {} profiles still inconclusive{}{}",
-                rounds.len(),
-                Nanos(elapsed.0 / 10_000_000 * 10_000_000),
-                open.len(),
-                v.len(),
-                match left {
-                    Some(s) if !open.is_empty() =>
-                        format!(", about {} more to decide them all", human_secs(s)),
-                    _ => String::new(),
-                },
-                why_stop
-                    .as_ref()
-                    .map(|w| format!(" ({w})"))
-                    .unwrap_or_default()
-            );
-            if why_stop.is_some() {
-                break;
+    let mut rounds = Vec::new();
+    let mut windows = Vec::new();
+    // C-states are held through every round the way every other measuring
+    // verb holds them, and released before the summary is printed; a
+    // replayed feed holds nothing.
+    let c_states = (!replaying).then(|| args.c_states.request());
+    let mut rec = punctual_live::cstate::holding(c_states, &cpus, || {
+        rounds.push(plan.round(&session, &stop, false)?);
+        if args.until_decided {
+            loop {
+                let (rec, windows) = combine(&rounds)?;
+                let (v, _) = verdicts_of(&rec, &windows, &profiles);
+                let open: Vec<&punctual_analysis::Verdict> = v
+                    .iter()
+                    .filter(|x| x.state == VerdictState::Inconclusive)
+                    .collect();
+                let (elapsed, timer) = totals(&rounds);
+                let timer_share = timer.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
+                let left = time_left(&open, timer, timer_share);
+                let why_stop = if open.is_empty() {
+                    Some("every verdict is decided".to_string())
+                } else if interrupted(&stop) {
+                    Some("interrupted; keeping what was measured".to_string())
+                } else if elapsed + args.duration > max {
+                    Some(format!("--max {max} reached"))
+                } else {
+                    None
+                };
+                eprintln!(
+                    "punctual check: round {}, {} measured: {} of {} profiles still inconclusive{}{}",
+                    rounds.len(),
+                    Nanos(elapsed.0 / 10_000_000 * 10_000_000),
+                    open.len(),
+                    v.len(),
+                    match left {
+                        Some(s) if !open.is_empty() =>
+                            format!(", about {} more to decide them all", human_secs(s)),
+                        _ => String::new(),
+                    },
+                    why_stop
+                        .as_ref()
+                        .map(|w| format!(" ({w})"))
+                        .unwrap_or_default()
+                );
+                if why_stop.is_some() {
+                    break;
+                }
+                rounds.push(plan.round(&session, &stop, true)?);
             }
-            rounds.push(plan.round(&session, &stop, true)?);
         }
-    }
-    let (mut rec, windows) = combine(&rounds)?;
-    if args.until_decided && interrupted(&stop) && !rec.interrupted {
-        // Stopped between rounds: what was measured is whole, but the run
-        // is shorter than it would have been.
-        rec.interrupted = true;
-        rec.warnings.push(Warning::Interrupted {
-            completed_ns: rec.duration_ns.0,
-            asked_ns: max.0,
-        });
-    }
+        let (mut rec, w) = combine(&rounds)?;
+        windows = w;
+        if args.until_decided && interrupted(&stop) && !rec.interrupted {
+            // Stopped between rounds: what was measured is whole, but the run
+            // is shorter than it would have been.
+            rec.interrupted = true;
+            rec.warnings.push(Warning::Interrupted {
+                completed_ns: rec.duration_ns.0,
+                asked_ns: max.0,
+            });
+        }
+        if rounds.len() > 1 {
+            let (elapsed, timer) = totals(&rounds);
+            println!(
+                "\n== all {} rounds together: {timer} of wake-ups in {elapsed}",
+                rounds.len()
+            );
+            print!("{}", probe::latency_table(&rec));
+            print!("{}", probe::stolen_table(&rec));
+        }
+        Ok::<_, CliError>(rec)
+    })?;
     let causes: String = rounds.iter().map(|r| r.causes.as_str()).collect();
-    if rounds.len() > 1 {
-        let (elapsed, timer) = totals(&rounds);
-        println!(
-            "\n== all {} rounds together: {timer} of wake-ups in {elapsed}",
-            rounds.len()
-        );
-        print!("{}", probe::latency_table(&rec));
-        print!("{}", probe::stolen_table(&rec));
-    }
-    if let Some(held) = held.as_mut() {
-        for e in held.release() {
-            eprintln!("punctual: could not restore: {e}");
-        }
-        held.note(&mut rec);
-    }
     print!("{}", probe::c_states_line(&rec));
     print!("{causes}");
     println!("\n== summary");

@@ -207,6 +207,49 @@ fn sigterm_keeps_the_results_and_removes_the_instance() {
     assert!(rec["extra"]["cause"]["per_cpu"].is_array());
 }
 
+/// A second Ctrl-C exits at once, but first removes the tracing instance
+/// (which would otherwise go on tracing 8 MiB per CPU) and its journal.
+#[test]
+fn a_second_ctrl_c_removes_the_instance_before_exiting() {
+    let _s = crate::common::live();
+    if !is_root() {
+        eprintln!("skipped: needs root for tracefs");
+        return;
+    }
+    let child = bin()
+        .args(["cause", "--cpus", "1", "--duration", "60s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(wait_for(&instance(pid), 10));
+    let t0 = Instant::now();
+    // The second signal follows once the first had time to be taken (two
+    // pending signals of one kind are one); the first alone may also end
+    // the run before the second lands. Either way nothing is left.
+    for _ in 0..2 {
+        // SAFETY: plain syscall on our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "exits at once: {err}"
+    );
+    match o.status.code() {
+        Some(130) => assert!(err.contains("interrupted again: putting back"), "{err}"),
+        code => {
+            assert_eq!(code, Some(0), "{err}");
+            eprintln!("note: the first Ctrl-C ended the run before the second arrived");
+        }
+    }
+    assert!(!instance(pid).exists(), "instance left: {err}");
+    assert!(!journal(pid).exists(), "journal left: {err}");
+}
+
 #[test]
 fn noise_probe_names_the_noisy_neighbor() {
     let _s = crate::common::live();

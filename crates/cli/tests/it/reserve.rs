@@ -742,6 +742,66 @@ fn assert_balanced_unless_another_run(root: &Path) {
     }
 }
 
+/// A second Ctrl-C exits at once, but first puts back the partition,
+/// load balancing and debugfs mount, and removes the journal.
+#[test]
+fn a_second_ctrl_c_puts_the_cpu_back_before_exiting() {
+    let _g = lock();
+    if let Some(r) = live_skip_reason(true) {
+        eprintln!("skipped: {r}");
+        return;
+    }
+    let root = cpuset_root().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    let child = punctual()
+        .args([
+            "reserve", "--budget", "4ms", "--period", "20ms", "--cpu", "1",
+        ])
+        .args(["--duration", "30s", "--test-app", "--journal-dir"])
+        .arg(&journal)
+        // The second signal undoes the journals of the run directory.
+        .env("PUNCTUAL_RUN_DIR", &journal)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for(|| !leftovers(&root).is_empty(), 10),
+        "partition never appeared"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = std::time::Instant::now();
+    // The second signal follows once the first had time to be taken; the
+    // first alone may also end the run before it lands.
+    for _ in 0..2 {
+        // SAFETY: signalling our own child.
+        unsafe { kill(child.id() as i32, 2) };
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "exits at once: {err}"
+    );
+    match o.status.code() {
+        Some(130) => assert!(err.contains("interrupted again: putting back"), "{err}"),
+        code => assert_eq!(code, Some(0), "{err}"),
+    }
+    assert!(leftovers(&root).is_empty(), "{:?}: {err}", leftovers(&root));
+    assert_eq!(load_balance(&root), "1", "{err}");
+    let left: Vec<_> = std::fs::read_dir(&journal)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}: {err}");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(journal.to_str().unwrap()),
+        "a mount is left: {err}"
+    );
+}
+
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
 }
