@@ -199,7 +199,7 @@ t_timerlat() {
   # The exit paths are the same code in every RT guest: checked once.
   [ "$kind" = rt ] || return 0
   # Ctrl-C: the run ends early, says so, and puts everything back.
-  timeout -s INT 6 $P timer --probe timerlat --cpus $CPU --duration 60s --json "$work/tl-int.json" || true
+  timeout --foreground -s INT 6 $P timer --probe timerlat --cpus $CPU --duration 60s --json "$work/tl-int.json" || true
   assert_json "$work/tl-int.json" '.interrupted == true' "an interrupted run is marked"
   same_as_before "timer --probe timerlat after Ctrl-C"
   # SIGKILL: the journal lets the next run (here --cleanup) put it back.
@@ -245,7 +245,7 @@ t_osnoise() {
   assert_json "$work/on.json" ".extra.osnoise.cpu$CPU.samples > 0" "osnoise summaries read, with interference counts"
   same_as_before "noise --probe osnoise"
   [ "$kind" = rt ] || return 0
-  timeout -s INT 6 $P noise --probe osnoise --cpus $CPU --duration 60s --json "$work/on-int.json" || true
+  timeout --foreground -s INT 6 $P noise --probe osnoise --cpus $CPU --duration 60s --json "$work/on-int.json" || true
   assert_json "$work/on-int.json" '.interrupted == true' "an interrupted run is marked"
   same_as_before "noise --probe osnoise after Ctrl-C"
 }
