@@ -187,6 +187,16 @@ pub struct Restore {
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// This process's journal writes and a second Ctrl-C's undo take turns.
+/// Without it, a run tearing down after the first Ctrl-C rewrote its
+/// journal after the second had undone and removed it (a journal left for
+/// a change already put back), or both undid the same change at once.
+static JOURNAL_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn journal_turn() -> std::sync::MutexGuard<'static, ()> {
+    JOURNAL_TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Restore {
     /// Opens a fresh journal for this process in `dir` (created if needed),
     /// as `journal-<pid>-<n>.json`.
@@ -230,6 +240,12 @@ impl Restore {
     /// Writes the journal file (atomically: a kill mid-write leaves the
     /// previous version).
     pub fn flush(&self) -> io::Result<()> {
+        let _turn = journal_turn();
+        self.write_file()
+    }
+
+    /// [`Restore::flush`] for a caller that already has the journal's turn.
+    fn write_file(&self) -> io::Result<()> {
         let text = serde_json::to_vec_pretty(&self.journal).map_err(io::Error::other)?;
         punctual_record::write_atomic(&self.path, &text)
     }
@@ -274,6 +290,7 @@ impl Restore {
     ///
     /// [`undo_all`]: Restore::undo_all
     pub fn undo_all_but_mounts(&mut self) -> Vec<String> {
+        let _turn = journal_turn();
         let mut errors = Vec::new();
         let mut mounts = Vec::new();
         while let Some(a) = self.journal.actions.pop() {
@@ -287,7 +304,7 @@ impl Restore {
         }
         mounts.reverse();
         self.journal.actions = mounts;
-        let _ = self.flush();
+        let _ = self.write_file();
         errors
     }
 
@@ -296,6 +313,7 @@ impl Restore {
     /// way, leaving what was journaled before it in place. Returns what
     /// could not be undone.
     pub fn undo_newer_than(&mut self, kept: usize) -> Vec<String> {
+        let _turn = journal_turn();
         let mut errors = Vec::new();
         while self.journal.actions.len() > kept {
             let Some(a) = self.journal.actions.pop() else {
@@ -305,7 +323,7 @@ impl Restore {
                 errors.push(e);
             }
         }
-        let _ = self.flush();
+        let _ = self.write_file();
         errors
     }
 
@@ -314,13 +332,20 @@ impl Restore {
     /// a later `--cleanup` to retry.
     pub fn undo_all(&mut self) -> Vec<String> {
         let mut errors = Vec::new();
-        while let Some(a) = self.journal.actions.pop() {
+        loop {
+            // One change and its journal write per turn, so a second
+            // Ctrl-C reads a journal that holds just what is still to undo.
+            let _turn = journal_turn();
+            let Some(a) = self.journal.actions.pop() else {
+                break;
+            };
             if let Err(e) = undo(&a, &self.dir, self.journal.pid) {
                 errors.push(e);
             }
-            let _ = self.flush();
+            let _ = self.write_file();
         }
         if errors.is_empty() {
+            let _turn = journal_turn();
             let _ = fs::remove_file(&self.path);
         }
         self.done = true;
@@ -597,7 +622,11 @@ impl CleanupReport {
 /// a second Ctrl-C does before it exits, without waiting for the run's
 /// guards. Journals fully undone are removed; the others stay for the
 /// next run.
+///
+/// It keeps the journals' turn for good: no thread of this process writes
+/// a journal after it, so the caller must exit next.
 pub fn undo_own(dir: &Path) -> CleanupReport {
+    std::mem::forget(journal_turn());
     let mut rep = CleanupReport::default();
     let me = std::process::id();
     for (p, j) in read_journals(dir) {
