@@ -228,11 +228,7 @@ fn a_second_ctrl_c_removes_the_instance_before_exiting() {
     // The second signal follows once the first had time to be taken (two
     // pending signals of one kind are one); the first alone may also end
     // the run before the second lands. Either way nothing is left.
-    for _ in 0..2 {
-        // SAFETY: plain syscall on our own child.
-        unsafe { libc::kill(pid as i32, libc::SIGINT) };
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::common::ctrl_c_twice(pid);
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -409,22 +405,9 @@ fn probe_cause_without_tracefs_warns_once_and_measures() {
         eprintln!("skipped: needs root and setpriv to drop privileges");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let dir = crate::common::tempdir_for_anyone();
     let out = dir.path().join("t.json");
-    let o = Command::new(setpriv)
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ])
-        .arg(assert_cmd::cargo::cargo_bin("punctual"))
+    let o = crate::common::punctual_as_nobody()
         .args(["timer", "--duration", "300ms", "--cpus", "0", "--cause"])
         .arg("--json")
         .arg(&out)

@@ -250,22 +250,9 @@ fn without_root_the_c_states_are_not_held_and_that_is_said() {
         return;
     }
     let _live = live();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let dir = crate::common::tempdir_for_anyone();
     let j = dir.path().join("t.json");
-    let out = Command::new(setpriv)
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ])
-        .arg(assert_cmd::cargo::cargo_bin("punctual"))
+    let out = crate::common::punctual_as_nobody()
         .args(["timer", "--duration", "300ms", "--cpus", "0", "--json"])
         .arg(&j)
         .output()
@@ -739,10 +726,7 @@ fn a_second_ctrl_c_exits_at_once_and_still_restores() {
     // first had time to be taken; the first alone may also finish the run
     // before the second lands. Either way the run ends at once and puts
     // back what it changed.
-    for _ in 0..2 {
-        let _ = Command::new("kill").args(["-INT", &pid]).status();
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::common::ctrl_c_twice(pid.parse().unwrap());
     let out = child.wait_with_output().unwrap();
     assert!(t0.elapsed() < Duration::from_secs(5), "exits at once");
     let err = String::from_utf8_lossy(&out.stderr);

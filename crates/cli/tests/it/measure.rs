@@ -388,22 +388,13 @@ fn replayed_feed_gives_exact_figures() {
 #[test]
 fn unprivileged_runs_degrade_with_warnings() {
     let _live = live();
-    let bin = assert_cmd::cargo::cargo_bin("punctual");
     let setpriv = std::path::Path::new("/usr/bin/setpriv");
     if !setpriv.exists() || !is_root() {
         eprintln!("skipped: needs root and setpriv to drop privileges");
         return;
     }
     for verb in ["timer", "noise"] {
-        let out = Command::new(setpriv)
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--bounding-set=-all",
-            ])
-            .arg(&bin)
+        let out = crate::common::punctual_as_nobody()
             .args([verb, "--duration", "300ms", "--cpus", "0"])
             .output()
             .unwrap();

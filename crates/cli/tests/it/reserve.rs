@@ -298,16 +298,7 @@ fn unprivileged_user_is_told_what_is_missing() {
         eprintln!("skipped: setpriv (util-linux) is not installed to drop root");
         return;
     }
-    let bin = assert_cmd::cargo::cargo_bin("punctual");
-    let o = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ])
-        .arg(&bin)
+    let o = crate::common::punctual_as_nobody()
         .args([
             "reserve",
             "--budget",
@@ -774,11 +765,7 @@ fn a_second_ctrl_c_puts_the_cpu_back_before_exiting() {
     let t0 = std::time::Instant::now();
     // The second signal follows once the first had time to be taken; the
     // first alone may also end the run before it lands.
-    for _ in 0..2 {
-        // SAFETY: signalling our own child.
-        unsafe { kill(child.id() as i32, 2) };
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::common::ctrl_c_twice(child.id());
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
