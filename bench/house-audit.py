@@ -13,10 +13,11 @@
         every tracked file that cites a reference by an internal number
         ("seed" and three digits) instead of by its authors
         (docs/references.md); exit 1 when one does.
-    bench/house-audit.py verbs
+    bench/house-audit.py verbs [--max-fn N]
         for each verb file in crates/cli/src/cmd/, its lines outside
         tests, its longest function, and any other verb it imports;
-        exit 1 when a verb imports another.
+        exit 1 when a verb imports another, or, with --max-fn, when a
+        verb's longest function is over N lines (each named).
 
 A brace counter, not a parser: it skips comments, strings (raw ones
 included) and character literals, which is all Rust's braces need. Run
@@ -162,9 +163,29 @@ def rel(p):
     return os.path.relpath(p, ROOT)
 
 
+class Usage(Exception):
+    """Bad input: one sentence, exit status 2."""
+
+
+def int_option(args, flag, default):
+    """The whole number after `flag` in `args`, or `default` without it."""
+    if flag not in args:
+        return default
+    i = args.index(flag)
+    if i + 1 >= len(args):
+        raise Usage(f"{flag} needs a number of lines")
+    try:
+        n = int(args[i + 1])
+    except ValueError:
+        raise Usage(f"{flag} '{args[i + 1]}' is not a whole number") from None
+    if n < 0:
+        raise Usage(f"{flag} {n} is negative; give a number of lines")
+    return n
+
+
 def lengths(args):
-    over = int(args[args.index("--over") + 1]) if "--over" in args else 300
-    top = int(args[args.index("--top") + 1]) if "--top" in args else 15
+    over = int_option(args, "--over", 300)
+    top = int_option(args, "--top", 15)
     rows = []
     for crate in sorted(os.listdir(CRATES)):
         src = os.path.join(CRATES, crate, "src")
@@ -262,10 +283,12 @@ def loops(_args):
     return 1 if found else 0
 
 
-def verbs(_args):
+def verbs(args):
+    max_fn = int_option(args, "--max-fn", None)
     cmd = os.path.join(CRATES, "cli", "src", "cmd")
     names = sorted(f[:-3] for f in os.listdir(cmd) if f.endswith(".rs") and f != "mod.rs")
     bad = 0
+    too_long = []
     print(f"{'verb':<10} {'lines':>6} {'longest fn':>11}  imports of other verbs")
     for v in names:
         f = os.path.join(cmd, v + ".rs")
@@ -279,8 +302,13 @@ def verbs(_args):
         others = sorted(u for u in used if u in names and u != v)
         bad += bool(others)
         print(f"{v:<10} {lines:>6} {longest[2]:>5} {longest[0]:<20} {', '.join(others) or '-'}")
+        if max_fn is not None and longest[2] > max_fn:
+            too_long.append(f"{v} {longest[0]} ({longest[2]} lines)")
     print(f"verbs importing another verb: {bad}")
-    return 1 if bad else 0
+    if max_fn is not None:
+        print(f"verbs whose longest function is over {max_fn} lines: {len(too_long)}"
+              + (": " + ", ".join(too_long) if too_long else ""))
+    return 1 if bad or too_long else 0
 
 
 def words(_args):
@@ -304,9 +332,13 @@ def words(_args):
 def main():
     cmds = {"lengths": lengths, "loops": loops, "verbs": verbs, "words": words}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
-        print("usage: bench/house-audit.py lengths [--over N] [--top K] | loops | verbs | words", file=sys.stderr)
+        print("usage: bench/house-audit.py lengths [--over N] [--top K] | loops | verbs [--max-fn N] | words", file=sys.stderr)
         return 2
-    return cmds[sys.argv[1]](sys.argv[2:])
+    try:
+        return cmds[sys.argv[1]](sys.argv[2:])
+    except Usage as e:
+        print(f"house-audit: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
