@@ -52,32 +52,6 @@ pub fn run_one_probe(
     if let Some(p) = replay {
         rec.set_config("replay", p.display().to_string());
     }
-    stop_causes(&mut rec);
     print_text(&rec)?;
     Ok((rec, raw))
-}
-
-/// With `--stop-at` and `--cause`: the causes the flight recorder found
-/// for the event that stopped the run (its spike: the largest on its CPU,
-/// so the spike log kept it), copied into `extra.stopped_at.causes`.
-fn stop_causes(rec: &mut Record) {
-    let Some(e) = rec.extra.get("stopped_at") else {
-        return;
-    };
-    let num = |k: &str| e.get(k).and_then(|v| v.as_u64());
-    let (cpu, value) = (num("cpu"), num("value_ns"));
-    let Some(sp) = rec
-        .spikes
-        .iter()
-        .find(|s| Some(s.cpu as u64) == cpu && Some(s.value_ns.0) == value)
-    else {
-        return;
-    };
-    if sp.causes.is_empty() {
-        return;
-    }
-    let causes = serde_json::to_value(&sp.causes).unwrap_or(serde_json::Value::Null);
-    if let Some(e) = rec.extra.get_mut("stopped_at") {
-        e["causes"] = causes;
-    }
 }

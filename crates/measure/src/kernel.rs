@@ -25,7 +25,7 @@ use punctual_record::{
 };
 use punctual_trace::ktracer::{self, Context, Interference, Line, Settings, Tracer};
 
-use crate::probe::{Outcome, Probe};
+use crate::probe::{config_accessors, Outcome, Probe};
 
 /// How often the pipe is drained: often enough that a 1 ms timerlat
 /// period (two lines a period per CPU) never fills the instance's buffer.
@@ -113,6 +113,39 @@ fn drive(
     (origin, elapsed, interrupted, failure)
 }
 
+/// Why a kernel probe's last run could not be carried out (a tracer that
+/// would not start, settings not all put back), set by the run and read
+/// by the session after it: `Probe::run` takes `&self`, so it is behind
+/// a lock.
+#[derive(Default)]
+struct Failure(Mutex<Option<String>>);
+
+impl Failure {
+    fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    fn set(&self, why: String) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+    }
+}
+
+/// The [`Outcome`] methods both kernel outcomes answer alike: their run's
+/// time zero and length, and no thread ids to trace, because the
+/// measuring threads are the kernel's, not punctual's.
+macro_rules! kernel_outcome_accessors {
+    () => {
+        fn elapsed(&self) -> Nanos {
+            self.elapsed
+        }
+        fn origin(&self) -> Nanos {
+            self.origin
+        }
+        fn tids(&self) -> Vec<(u32, i32)> {
+            Vec::new()
+        }
+    };
+}
+
 fn progress_max(progress: &Progress, slot: usize, v: Nanos) {
     if let Some(a) = progress.max_ns.get(slot) {
         a.fetch_max(v.0, Ordering::Relaxed);
@@ -125,7 +158,7 @@ pub struct KernelTimer {
     pub cfg: TimerConfig,
     /// The restore journal's directory.
     pub journal_dir: PathBuf,
-    failure: Mutex<Option<String>>,
+    failure: Failure,
 }
 
 impl KernelTimer {
@@ -133,7 +166,7 @@ impl KernelTimer {
         KernelTimer {
             cfg,
             journal_dir,
-            failure: Mutex::new(None),
+            failure: Failure::default(),
         }
     }
 }
@@ -156,15 +189,7 @@ pub struct TimerlatOutcome {
 }
 
 impl Probe for KernelTimer {
-    fn cpus(&self) -> &[u32] {
-        &self.cfg.cpus
-    }
-    fn duration(&self) -> Nanos {
-        self.cfg.duration
-    }
-    fn max_spikes(&self) -> usize {
-        self.cfg.max_spikes
-    }
+    config_accessors!();
     fn spikes_are(&self) -> &'static str {
         "late wake-ups"
     }
@@ -172,10 +197,7 @@ impl Probe for KernelTimer {
         "timerlat"
     }
     fn failure(&self) -> Option<String> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.failure.get()
     }
     fn set_config(&self, rec: &mut Record, prefix: &str) {
         crate::config::set_timer_config(rec, &self.cfg, prefix);
@@ -238,7 +260,7 @@ impl Probe for KernelTimer {
             },
         );
         if let Err(e) = result {
-            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            self.failure.set(e);
         }
         Box::new(TimerlatOutcome {
             per_cpu,
@@ -251,16 +273,7 @@ impl Probe for KernelTimer {
 }
 
 impl Outcome for TimerlatOutcome {
-    fn elapsed(&self) -> Nanos {
-        self.elapsed
-    }
-    fn origin(&self) -> Nanos {
-        self.origin
-    }
-    /// The measuring threads are the kernel's, not punctual's.
-    fn tids(&self) -> Vec<(u32, i32)> {
-        Vec::new()
-    }
+    kernel_outcome_accessors!();
     fn fill(self: Box<Self>, rec: &mut Record, max_spikes: usize) {
         let mut logs = Vec::new();
         for c in self.per_cpu {
@@ -290,7 +303,7 @@ impl Outcome for TimerlatOutcome {
 pub struct KernelNoise {
     pub cfg: NoiseConfig,
     pub journal_dir: PathBuf,
-    failure: Mutex<Option<String>>,
+    failure: Failure,
 }
 
 impl KernelNoise {
@@ -298,7 +311,7 @@ impl KernelNoise {
         KernelNoise {
             cfg,
             journal_dir,
-            failure: Mutex::new(None),
+            failure: Failure::default(),
         }
     }
 
@@ -336,15 +349,7 @@ pub struct OsnoiseOutcome {
 }
 
 impl Probe for KernelNoise {
-    fn cpus(&self) -> &[u32] {
-        &self.cfg.cpus
-    }
-    fn duration(&self) -> Nanos {
-        self.cfg.duration
-    }
-    fn max_spikes(&self) -> usize {
-        self.cfg.max_spikes
-    }
+    config_accessors!();
     fn spikes_are(&self) -> &'static str {
         "stolen time"
     }
@@ -352,10 +357,7 @@ impl Probe for KernelNoise {
         "osnoise"
     }
     fn failure(&self) -> Option<String> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.failure.get()
     }
     fn set_config(&self, rec: &mut Record, prefix: &str) {
         crate::config::set_noise_config(rec, &self.cfg, prefix);
@@ -463,7 +465,7 @@ impl Probe for KernelNoise {
             },
         );
         if let Err(e) = result {
-            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            self.failure.set(e);
         }
         Box::new(OsnoiseOutcome {
             per_cpu,
@@ -477,15 +479,7 @@ impl Probe for KernelNoise {
 }
 
 impl Outcome for OsnoiseOutcome {
-    fn elapsed(&self) -> Nanos {
-        self.elapsed
-    }
-    fn origin(&self) -> Nanos {
-        self.origin
-    }
-    fn tids(&self) -> Vec<(u32, i32)> {
-        Vec::new()
-    }
+    kernel_outcome_accessors!();
     fn fill(self: Box<Self>, rec: &mut Record, max_spikes: usize) {
         let mut logs = Vec::new();
         let mut counters = serde_json::Map::new();

@@ -45,6 +45,25 @@ pub trait Probe: Send + Sync {
     ) -> Box<dyn Outcome>;
 }
 
+/// The three [`Probe`] methods every probe answers from its settings in
+/// `self.cfg` (a `TimerConfig` or a `NoiseConfig`, whose CPUs, duration
+/// and spike bound are fields of the same names), written once for the
+/// user-space and the kernel's probes alike.
+macro_rules! config_accessors {
+    () => {
+        fn cpus(&self) -> &[u32] {
+            &self.cfg.cpus
+        }
+        fn duration(&self) -> punctual_record::Nanos {
+            self.cfg.duration
+        }
+        fn max_spikes(&self) -> usize {
+            self.cfg.max_spikes
+        }
+    };
+}
+pub(crate) use config_accessors;
+
 /// What a probe run produced, before it goes into a record.
 pub trait Outcome: Send {
     /// Wall time the run took.
@@ -70,15 +89,7 @@ pub struct Timer {
 }
 
 impl Probe for Timer {
-    fn cpus(&self) -> &[u32] {
-        &self.cfg.cpus
-    }
-    fn duration(&self) -> Nanos {
-        self.cfg.duration
-    }
-    fn max_spikes(&self) -> usize {
-        self.cfg.max_spikes
-    }
+    config_accessors!();
     fn spikes_are(&self) -> &'static str {
         "late wake-ups"
     }
@@ -142,15 +153,7 @@ pub struct Noise {
 }
 
 impl Probe for Noise {
-    fn cpus(&self) -> &[u32] {
-        &self.cfg.cpus
-    }
-    fn duration(&self) -> Nanos {
-        self.cfg.duration
-    }
-    fn max_spikes(&self) -> usize {
-        self.cfg.max_spikes
-    }
+    config_accessors!();
     fn spikes_are(&self) -> &'static str {
         "stolen time"
     }

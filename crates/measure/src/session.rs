@@ -273,6 +273,7 @@ impl<'a> Session<'a> {
         if let Some(w) = &raw {
             attach::stop_stack(w, rec);
         }
+        stop_causes(rec);
         if let Some(n) = &neighbor {
             rec.extra.insert(
                 "neighbor".into(),
@@ -322,6 +323,33 @@ impl<'a> Session<'a> {
         )?;
         let out = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
         out.ok_or_else(|| MeasureError::Runtime(format!("the {label} run panicked")))
+    }
+}
+
+/// With `--stop-at` and `--cause`: the causes the flight recorder found
+/// for the event that stopped the run (its spike: the largest on its CPU,
+/// so the spike log kept it), copied into `extra.stopped_at.causes`, so
+/// the stop event carries its own explanation without a search of the
+/// spike log.
+fn stop_causes(rec: &mut Record) {
+    let Some(e) = rec.extra.get("stopped_at") else {
+        return;
+    };
+    let num = |k: &str| e.get(k).and_then(|v| v.as_u64());
+    let (cpu, value) = (num("cpu"), num("value_ns"));
+    let Some(sp) = rec
+        .spikes
+        .iter()
+        .find(|s| Some(s.cpu as u64) == cpu && Some(s.value_ns.0) == value)
+    else {
+        return;
+    };
+    if sp.causes.is_empty() {
+        return;
+    }
+    let causes = serde_json::to_value(&sp.causes).unwrap_or(serde_json::Value::Null);
+    if let Some(e) = rec.extra.get_mut("stopped_at") {
+        e["causes"] = causes;
     }
 }
 
@@ -395,6 +423,52 @@ mod tests {
                 completed_ns: 3_000_000,
                 asked_ns: 10_000_000
             }]
+        );
+    }
+
+    #[test]
+    fn the_stop_event_takes_the_causes_of_its_own_spike_only() {
+        use punctual_record::{SourceShare, Spike};
+        let share = |name: &str| SourceShare {
+            kind: "irq".into(),
+            name: name.into(),
+            count: 1,
+            total_ns: Nanos::from_us(40),
+            max_ns: Nanos::from_us(40),
+            share: 1.0,
+        };
+        let spike = |cpu, us, cause: &str| Spike {
+            at_ns: Nanos::from_ms(1),
+            cpu,
+            task: None,
+            metric: Metric::Latency,
+            value_ns: Nanos::from_us(us),
+            causes: vec![share(cause)],
+            incomplete: false,
+        };
+        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+        rec.spikes = vec![
+            spike(0, 50, "eth0"),
+            spike(1, 50, "nvme"),
+            spike(1, 60, "ahci"),
+        ];
+        rec.extra.insert(
+            "stopped_at".into(),
+            serde_json::json!({"cpu": 1, "value_ns": 50_000}),
+        );
+        stop_causes(&mut rec);
+        assert_eq!(rec.extra["stopped_at"]["causes"][0]["name"], "nvme");
+        assert_eq!(
+            rec.extra["stopped_at"]["causes"].as_array().map(Vec::len),
+            Some(1)
+        );
+
+        let mut none = Record::new(Source::Measured, "timer", Platform::default());
+        none.spikes = rec.spikes.clone();
+        stop_causes(&mut none);
+        assert!(
+            !none.extra.contains_key("stopped_at"),
+            "no stop event, nothing added"
         );
     }
 }
