@@ -316,6 +316,23 @@ pub fn holding<E>(
     Ok(rec)
 }
 
+/// As [`holding`], for a run whose result is not a [`Record`]
+/// (`monitor`, whose record is its persisted state): `run` is handed the
+/// hold, to state what is held wherever that run keeps it, and the
+/// problems putting it back come back beside its result.
+///
+/// [`Record`]: punctual_record::Record
+pub fn holding_with<T, E>(
+    req: CStateRequest,
+    cpus: &[u32],
+    run: impl FnOnce(&CStateHold) -> Result<T, E>,
+) -> Result<(T, Vec<String>), E> {
+    let mut held = CStateHold::hold(req, cpus);
+    let out = run(&held);
+    let problems = held.release();
+    Ok((out?, problems))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

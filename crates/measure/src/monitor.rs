@@ -2,18 +2,25 @@
 //! minimal absolute `clock_nanosleep` loop per CPU built on
 //! `punctual_live::clock` (the full timer probe keeps per-run histograms
 //! and spike logs a week-long run does not need), the kernel's cumulative
-//! stolen-time counters, and a small HTTP server for `/metrics`. The
-//! rolling state and its Prometheus text live in `punctual_report::monitor`.
+//! stolen-time counters, a small HTTP server for `/metrics`, and the run
+//! that ties them together ([`Monitor::run`]: the probe threads, the
+//! server, the persist loop, the held C-states). The rolling state and its
+//! Prometheus text live in `punctual_report::monitor`.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use punctual_live::clock::{mono, sleep_until};
+use punctual_live::cstate::{CStateHold, CStateRequest};
+use punctual_live::rt::{self, Policy};
 use punctual_record::Nanos;
-use punctual_report::monitor::{KernelTimes, MonitorState, ProbeSource, Sample};
+use punctual_report::monitor::{drain, KernelTimes, MonitorState, ProbeSource, Sample};
+
+use crate::MeasureError;
 
 /// Wall-clock time now, for the samples' stamps.
 pub fn unix_now_ns() -> u64 {
@@ -150,4 +157,201 @@ pub fn serve(listener: TcpListener, state: Arc<Mutex<MonitorState>>, stop: Arc<A
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
+}
+
+/// The state to start from: `path`'s, restored (one more restart, the
+/// rate now asked, any new CPU added), or a new one when the file does not
+/// exist yet; the second value says which.
+pub fn load_state(
+    path: &Path,
+    cpus: &[u32],
+    rate: u32,
+) -> Result<(MonitorState, bool), MeasureError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let mut st = MonitorState::from_json(&text).map_err(|e| {
+                MeasureError::Usage(format!(
+                    "--state {}: {e}; move the file away to start afresh",
+                    path.display()
+                ))
+            })?;
+            st.restarts += 1;
+            st.rate_hz = rate;
+            for c in cpus {
+                if !st.cpus.iter().any(|x| x.cpu == *c) {
+                    st.cpus.push(punctual_report::monitor::CpuState::new(*c));
+                }
+            }
+            Ok((st, true))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok((MonitorState::new(cpus, rate, unix_now_ns()), false))
+        }
+        Err(e) => Err(MeasureError::Usage(format!(
+            "--state {}: cannot read it: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// A monitor run: what to probe, where to report, how long.
+pub struct Monitor {
+    pub cpus: Vec<u32>,
+    /// Wake-ups per second of each CPU's probe.
+    pub rate_hz: u32,
+    /// SCHED_FIFO priority of the probe threads (0: SCHED_OTHER).
+    pub priority: u8,
+    /// Bound already, so a bad address is refused before anything starts.
+    pub listener: Option<TcpListener>,
+    pub state_path: Option<PathBuf>,
+    pub textfile: Option<PathBuf>,
+    pub persist_every: Nanos,
+    /// `None`: until `stop`.
+    pub duration: Option<Nanos>,
+    pub c_states: CStateRequest,
+}
+
+impl Monitor {
+    fn persist(&self, state: &Mutex<MonitorState>) -> Result<(), MeasureError> {
+        let (json, text) = match state.lock() {
+            Ok(st) => (st.to_json(), st.exposition(unix_now_ns())),
+            Err(_) => return Err(MeasureError::Runtime("monitor state lock poisoned".into())),
+        };
+        if let Some(p) = &self.state_path {
+            punctual_record::write_atomic(p, json.as_bytes()).map_err(|e| {
+                MeasureError::Runtime(format!("cannot write state {}: {e}", p.display()))
+            })?;
+        }
+        if let Some(p) = &self.textfile {
+            punctual_record::write_atomic(p, text.as_bytes())
+                .map_err(|e| MeasureError::Runtime(format!("cannot write {}: {e}", p.display())))?;
+        }
+        Ok(())
+    }
+
+    /// Holds the C-states asked for (stated in `state`, which is the
+    /// monitor's record), calls `started` with the hold once, before any
+    /// probe runs (so whoever started the monitor reads its first line
+    /// before anything else), then runs one probe thread per CPU and the
+    /// server until `duration` or `stop`, persisting every
+    /// `persist_every` and once more at the end. `warn` gets what a probe
+    /// thread could not set up and what could not be put back.
+    pub fn run(
+        self,
+        state: MonitorState,
+        stop: Arc<AtomicBool>,
+        started: impl FnOnce(&CStateHold),
+        warn: fn(&str),
+    ) -> Result<(), MeasureError> {
+        let (result, problems) =
+            punctual_live::cstate::holding_with(self.c_states, &self.cpus.clone(), |held| {
+                let mut state = state;
+                state.c_states = Some(held.config());
+                started(held);
+                Ok::<_, MeasureError>(self.probe(state, &stop, warn))
+            })?;
+        for p in problems {
+            warn(&format!("could not put the idle states back: {p}"));
+        }
+        result
+    }
+
+    /// The probe threads, the server and the persist loop.
+    fn probe(
+        mut self,
+        state: MonitorState,
+        stop: &AtomicBool,
+        warn: fn(&str),
+    ) -> Result<(), MeasureError> {
+        let state = Arc::new(Mutex::new(state));
+        let probes_stop = Arc::new(AtomicBool::new(false));
+        let period = Nanos(1_000_000_000 / self.rate_hz as u64);
+        let mut threads = Vec::new();
+        for &cpu in &self.cpus {
+            let st = Arc::clone(&state);
+            let ps = Arc::clone(&probes_stop);
+            let prio = self.priority;
+            threads.push(std::thread::spawn(move || {
+                rt::set_thread_name(&format!("punctual-mon{cpu}"));
+                if let Err(e) = rt::pin_to_cpu(cpu) {
+                    warn(&format!(
+                        "cannot pin to CPU {cpu} ({e}); its numbers may mix CPUs"
+                    ));
+                }
+                let _guard = if prio > 0 {
+                    match rt::set_policy(Policy::Fifo { priority: prio }) {
+                        Ok(g) => Some(g),
+                        Err(e) => {
+                            if cpu == cpus_first(&st) {
+                                warn(&format!("SCHED_FIFO {prio} refused ({e}); measuring SCHED_OTHER latency, which is far worse; run as root or grant CAP_SYS_NICE"));
+                            }
+                            None
+                        }
+                    }
+                } else {
+                    None
+                };
+                let mut src = LiveTimer::new(cpu, period, Arc::clone(&ps));
+                drain(&mut src, &st, || !ps.load(Ordering::Relaxed));
+            }));
+        }
+        let server = self.listener.take().map(|l| {
+            let st = Arc::clone(&state);
+            let ps = Arc::clone(&probes_stop);
+            std::thread::spawn(move || serve(l, st, ps))
+        });
+
+        let start = Instant::now();
+        let mut last_kernel: Vec<(u32, KernelTimes)> = kernel_times();
+        let mut last_persist = Instant::now();
+        let every = self.persist_every.to_std();
+        let mut result = Ok(());
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let ended = stop.load(Ordering::Relaxed)
+                || self.duration.is_some_and(|d| start.elapsed() >= d.to_std());
+            if ended || last_persist.elapsed() >= every {
+                let now_k = kernel_times();
+                if let Ok(mut st) = state.lock() {
+                    for (cpu, k) in &now_k {
+                        if let Some((_, old)) = last_kernel.iter().find(|(c, _)| c == cpu) {
+                            st.add_kernel(
+                                *cpu,
+                                KernelTimes {
+                                    irq_ns: k.irq_ns.saturating_sub(old.irq_ns),
+                                    softirq_ns: k.softirq_ns.saturating_sub(old.softirq_ns),
+                                    steal_ns: k.steal_ns.saturating_sub(old.steal_ns),
+                                },
+                            );
+                        }
+                    }
+                }
+                last_kernel = now_k;
+                if let Err(e) = self.persist(&state) {
+                    result = Err(e);
+                    break;
+                }
+                last_persist = Instant::now();
+            }
+            if ended {
+                break;
+            }
+        }
+        probes_stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            let _ = t.join();
+        }
+        if let Some(s) = server {
+            let _ = s.join();
+        }
+        // The probes' last samples since the loop's final persist.
+        result.and_then(|_| self.persist(&state))
+    }
+}
+
+fn cpus_first(st: &Mutex<MonitorState>) -> u32 {
+    st.lock()
+        .ok()
+        .and_then(|s| s.cpus.first().map(|c| c.cpu))
+        .unwrap_or(0)
 }

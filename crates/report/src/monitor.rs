@@ -178,6 +178,11 @@ pub struct MonitorState {
     /// Times the state was restored from disk.
     pub restarts: u64,
     pub cpus: Vec<CpuState>,
+    /// The C-states the running monitor holds, as a probe record's
+    /// `config.c_states` says them (`punctual_live::cstate::CStateHold::config`):
+    /// what its latencies include. Set at each start, so a state restored
+    /// across restarts says the latest one's.
+    pub c_states: Option<serde_json::Value>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -187,6 +192,9 @@ struct StateWire {
     first_start_unix_ns: u64,
     restarts: u64,
     cpus: Vec<CpuWire>,
+    /// Absent from state files written before the monitor said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    c_states: Option<serde_json::Value>,
 }
 
 const STATE_FORMAT: &str = "punctual-monitor-state/1";
@@ -198,6 +206,7 @@ impl MonitorState {
             first_start_unix_ns: now_unix_ns,
             restarts: 0,
             cpus: cpus.iter().map(|c| CpuState::new(*c)).collect(),
+            c_states: None,
         }
     }
 
@@ -228,6 +237,7 @@ impl MonitorState {
             first_start_unix_ns: self.first_start_unix_ns,
             restarts: self.restarts,
             cpus: self.cpus.iter().map(|c| c.to_wire()).collect(),
+            c_states: self.c_states.clone(),
         };
         serde_json::to_string(&w).unwrap_or_default()
     }
@@ -251,6 +261,7 @@ impl MonitorState {
             first_start_unix_ns: w.first_start_unix_ns,
             restarts: w.restarts,
             cpus,
+            c_states: w.c_states,
         })
     }
 
@@ -512,5 +523,16 @@ mod tests {
         );
         assert!(text.contains("punctual_monitor_kernel_stolen_seconds_total{cpu=\"1\",kind=\"steal\"} 0.000000007"), "{text}");
         assert!(MonitorState::from_json("{\"format\":\"x\"}").is_err());
+    }
+
+    #[test]
+    fn the_held_c_states_are_kept_and_an_older_state_reads_without_them() {
+        let mut st = MonitorState::new(&[0], 100, T0);
+        let older = st.to_json();
+        assert!(!older.contains("c_states"), "{older}");
+        st.c_states = Some(serde_json::json!({"dma_latency_us": 0}));
+        let back = MonitorState::from_json(&st.to_json()).unwrap();
+        assert_eq!(back.c_states, st.c_states);
+        assert_eq!(MonitorState::from_json(&older).unwrap().c_states, None);
     }
 }

@@ -4,21 +4,19 @@
 //! to a node_exporter textfile, with its state persisted so a restart (even
 //! `kill -9`) loses at most one persist interval.
 //!
-//! The probe loop and the `/metrics` server are `punctual_measure::monitor`;
+//! The run (probe threads, `/metrics` server, persist loop, held
+//! C-states) is `punctual_measure::monitor::Monitor`;
 //! the rolling state and its Prometheus text live in
 //! `punctual_report::monitor`, behind a `ProbeSource` trait that tests
 //! drive with an accelerated clock.
 
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
-use punctual_live::rt::{self, Policy};
-use punctual_measure::monitor::{kernel_times, serve, unix_now_ns, LiveTimer};
+use punctual_live::cstate::{CStateHold, CStateRequest};
+use punctual_measure::monitor::{load_state, unix_now_ns, Monitor};
 use punctual_record::Nanos;
-use punctual_report::monitor::{drain, KernelTimes, MonitorState};
+use punctual_report::monitor::MonitorState;
 
 use crate::error::{CliError, CliResult};
 use crate::opts;
@@ -66,50 +64,6 @@ pub struct Args {
     pub deepest_idle_state: Option<u32>,
 }
 
-fn load_state(path: &Path, cpus: &[u32], rate: u32) -> CliResult<(MonitorState, bool)> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let mut st = MonitorState::from_json(&text).map_err(|e| {
-                CliError::usage(format!(
-                    "--state {}: {e}; move the file away to start afresh",
-                    path.display()
-                ))
-            })?;
-            st.restarts += 1;
-            st.rate_hz = rate;
-            for c in cpus {
-                if !st.cpus.iter().any(|x| x.cpu == *c) {
-                    st.cpus.push(punctual_report::monitor::CpuState::new(*c));
-                }
-            }
-            Ok((st, true))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Ok((MonitorState::new(cpus, rate, unix_now_ns()), false))
-        }
-        Err(e) => Err(CliError::usage(format!(
-            "--state {}: cannot read it: {e}",
-            path.display()
-        ))),
-    }
-}
-
-fn persist(state: &Mutex<MonitorState>, a: &Args) -> CliResult {
-    let (json, text) = match state.lock() {
-        Ok(st) => (st.to_json(), st.exposition(unix_now_ns())),
-        Err(_) => return Err(CliError::runtime("monitor state lock poisoned")),
-    };
-    if let Some(p) = &a.state {
-        punctual_record::write_atomic(p, json.as_bytes())
-            .map_err(|e| CliError::runtime(format!("cannot write state {}: {e}", p.display())))?;
-    }
-    if let Some(p) = &a.textfile {
-        punctual_record::write_atomic(p, text.as_bytes())
-            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", p.display())))?;
-    }
-    Ok(())
-}
-
 pub fn run(a: Args) -> CliResult {
     if !(1..=10_000).contains(&a.rate) {
         return Err(CliError::usage(format!(
@@ -147,7 +101,6 @@ pub fn run(a: Args) -> CliResult {
         None => (MonitorState::new(&cpus, a.rate, unix_now_ns()), false),
     };
     let restarts = state.restarts;
-    let state = Arc::new(Mutex::new(state));
     let listener = match listen {
         Some(addr) => Some(
             TcpListener::bind(addr)
@@ -155,136 +108,51 @@ pub fn run(a: Args) -> CliResult {
         ),
         None => None,
     };
-    let stop = crate::interrupt::stop_flag();
-    let probes_stop = Arc::new(AtomicBool::new(false));
-
-    let mut held = punctual_live::cstate::CStateHold::hold(
-        punctual_live::cstate::CStateRequest {
+    let address = listener.as_ref().and_then(|l| l.local_addr().ok());
+    let monitor = Monitor {
+        cpus: cpus.clone(),
+        rate_hz: a.rate,
+        priority: a.priority,
+        listener,
+        state_path: a.state.clone(),
+        textfile: a.textfile.clone(),
+        persist_every: a.persist_every,
+        duration: a.duration,
+        c_states: CStateRequest {
             dma_latency_us: a.dma_latency.0,
             deepest_idle_state: a.deepest_idle_state,
         },
-        &cpus,
-    );
-    // One line, the first: whoever starts the monitor may read just it (the
-    // address) and close the pipe.
-    eprintln!(
-        "monitor: CPUs {} at {} Hz{}{}{}, {}",
-        crate::output::format_cpus(&cpus),
-        a.rate,
-        listener
-            .as_ref()
-            .and_then(|l| l.local_addr().ok())
-            .map(|ad| format!(", serving http://{ad}/metrics"))
-            .unwrap_or_default(),
-        a.textfile
-            .as_ref()
-            .map(|p| format!(", textfile {}", p.display()))
-            .unwrap_or_default(),
-        match (&a.state, restored) {
-            (Some(p), true) => format!(", state {} restored (restart {restarts})", p.display()),
-            (Some(p), false) => format!(", new state {}", p.display()),
-            _ => String::new(),
-        },
-        punctual_report::text::probe::c_states_text(&held.config()).trim_end()
-    );
-    for w in held.warnings() {
-        eprintln!("monitor: warning: {w}");
-    }
-    if let Some(l) = &listener {
-        if let Ok(ad) = l.local_addr() {
-            if !ad.ip().is_loopback() {
-                eprintln!("monitor: note: {ad} is reachable from other machines; /metrics has no authentication");
-            }
+    };
+    let started = |held: &CStateHold| {
+        // One line, the first: whoever starts the monitor may read just it
+        // (the address) and close the pipe.
+        eprintln!(
+            "monitor: CPUs {} at {} Hz{}{}{}, {}",
+            crate::output::format_cpus(&cpus),
+            a.rate,
+            address
+                .map(|ad| format!(", serving http://{ad}/metrics"))
+                .unwrap_or_default(),
+            a.textfile
+                .as_ref()
+                .map(|p| format!(", textfile {}", p.display()))
+                .unwrap_or_default(),
+            match (&a.state, restored) {
+                (Some(p), true) => format!(", state {} restored (restart {restarts})", p.display()),
+                (Some(p), false) => format!(", new state {}", p.display()),
+                _ => String::new(),
+            },
+            punctual_report::text::probe::c_states_text(&held.config()).trim_end()
+        );
+        for w in held.warnings() {
+            eprintln!("monitor: warning: {w}");
         }
-    }
-
-    let period = Nanos(1_000_000_000 / a.rate as u64);
-    let mut threads = Vec::new();
-    for &cpu in &cpus {
-        let st = Arc::clone(&state);
-        let ps = Arc::clone(&probes_stop);
-        let prio = a.priority;
-        threads.push(std::thread::spawn(move || {
-            rt::set_thread_name(&format!("punctual-mon{cpu}"));
-            if let Err(e) = rt::pin_to_cpu(cpu) {
-                eprintln!("monitor: warning: cannot pin to CPU {cpu} ({e}); its numbers may mix CPUs");
-            }
-            let _guard = if prio > 0 {
-                match rt::set_policy(Policy::Fifo { priority: prio }) {
-                    Ok(g) => Some(g),
-                    Err(e) => {
-                        if cpu == cpus_first(&st) {
-                            eprintln!("monitor: warning: SCHED_FIFO {prio} refused ({e}); measuring SCHED_OTHER latency, which is far worse; run as root or grant CAP_SYS_NICE");
-                        }
-                        None
-                    }
-                }
-            } else {
-                None
-            };
-            let mut src = LiveTimer::new(cpu, period, Arc::clone(&ps));
-            drain(&mut src, &st, || !ps.load(Ordering::Relaxed));
-        }));
-    }
-    let server = listener.map(|l| {
-        let st = Arc::clone(&state);
-        let ps = Arc::clone(&probes_stop);
-        std::thread::spawn(move || serve(l, st, ps))
-    });
-
-    let start = Instant::now();
-    let mut last_kernel: Vec<(u32, KernelTimes)> = kernel_times();
-    let mut last_persist = Instant::now();
-    let every = a.persist_every.to_std();
-    let mut result = Ok(());
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let ended = crate::interrupt::interrupted(&stop)
-            || a.duration.is_some_and(|d| start.elapsed() >= d.to_std());
-        if ended || last_persist.elapsed() >= every {
-            let now_k = kernel_times();
-            if let Ok(mut st) = state.lock() {
-                for (cpu, k) in &now_k {
-                    if let Some((_, old)) = last_kernel.iter().find(|(c, _)| c == cpu) {
-                        st.add_kernel(
-                            *cpu,
-                            KernelTimes {
-                                irq_ns: k.irq_ns.saturating_sub(old.irq_ns),
-                                softirq_ns: k.softirq_ns.saturating_sub(old.softirq_ns),
-                                steal_ns: k.steal_ns.saturating_sub(old.steal_ns),
-                            },
-                        );
-                    }
-                }
-            }
-            last_kernel = now_k;
-            if let Err(e) = persist(&state, &a) {
-                result = Err(e);
-                break;
-            }
-            last_persist = Instant::now();
+        if let Some(ad) = address.filter(|ad| !ad.ip().is_loopback()) {
+            eprintln!(
+                "monitor: note: {ad} is reachable from other machines; /metrics has no authentication"
+            );
         }
-        if ended {
-            break;
-        }
-    }
-    probes_stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        let _ = t.join();
-    }
-    if let Some(s) = server {
-        let _ = s.join();
-    }
-    for p in held.release() {
-        eprintln!("monitor: warning: could not put the idle states back: {p}");
-    }
-    // The probes' last samples since the loop's final persist.
-    result.and_then(|_| persist(&state, &a))
-}
-
-fn cpus_first(st: &Mutex<MonitorState>) -> u32 {
-    st.lock()
-        .ok()
-        .and_then(|s| s.cpus.first().map(|c| c.cpu))
-        .unwrap_or(0)
+    };
+    let warn = |m: &str| eprintln!("monitor: warning: {m}");
+    Ok(monitor.run(state, crate::interrupt::stop_flag(), started, warn)?)
 }

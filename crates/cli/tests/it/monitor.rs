@@ -310,3 +310,39 @@ fn bad_monitor_options_are_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("move the file away"));
 }
+
+/// The state file is the monitor's record: it says which C-states its
+/// latencies saw, as a probe record's `config.c_states` does — the value
+/// held, or why it could not be, and "not held" when left free.
+#[test]
+fn the_state_says_which_c_states_were_held() {
+    let _live = crate::common::live();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let run = dir.path().join("run");
+    for (dma, held) in [("off", false), ("0", true)] {
+        let o = Command::new(bin())
+            .arg("monitor")
+            .args(["--listen", "off", "--cpus", "0", "--duration", "300ms"])
+            .args(["--dma-latency", dma])
+            .arg("--textfile")
+            .arg(dir.path().join("m.prom"))
+            .arg("--state")
+            .arg(&state)
+            .env("PUNCTUAL_RUN_DIR", &run)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let st = MonitorState::from_json(&std::fs::read_to_string(&state).unwrap()).unwrap();
+        let c = st.c_states.expect("the state names the C-states in force");
+        if held {
+            // Held at 0, or refused with the reason (not root): either way said.
+            assert!(
+                c["dma_latency_us"] == 0 || c.get("dma_latency_refused").is_some(),
+                "{c}"
+            );
+        } else {
+            assert_eq!(c["dma_latency_us"], "not held", "{c}");
+        }
+    }
+}
