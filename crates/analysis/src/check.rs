@@ -6,9 +6,54 @@
 //! part (`against_baseline`). Data and sentences for the verb to print;
 //! the baseline's lines are `punctual_report::text::verdict::baseline`.
 
-use punctual_record::{Metric, Nanos, Record, Warning};
+use punctual_record::{Metric, Nanos, Platform, Record, Warning};
 
+use crate::profiles::Profile;
 use crate::Verdict;
+
+/// The verdicts of a check record: for `profiles`, from the timer
+/// half's wake-ups (`timer` holds the record-time windows the timer ran
+/// in; the noise half's seconds must not dilute the wake-up rate), with
+/// the time stolen during each compute from the noise half's gaps on the
+/// same CPU (docs/forecast.md §3.4), which it measured in stretches that
+/// RT throttling never stops; without them (an interrupted run) it is
+/// inferred from the wake-ups. A verdict is decided only when its whole
+/// 95% interval is on one side of the target. The second value says what
+/// the stall term came from.
+pub fn verdicts_of(
+    rec: &Record,
+    timer: &[TimerWindow],
+    profiles: &[Profile],
+) -> (Vec<Verdict>, &'static str) {
+    let mut timer_part = Record::new(rec.source, &rec.kind, Platform::default());
+    timer_part.duration_ns = timer.iter().map(|w| w.len).sum();
+    timer_part.series = rec
+        .series
+        .iter()
+        .filter(|s| s.metric == Metric::Latency)
+        .cloned()
+        .collect();
+    timer_part.spikes = rec
+        .spikes
+        .iter()
+        .filter(|s| s.metric == Metric::Latency)
+        .cloned()
+        .collect();
+    let mut models = crate::verdict::models(&timer_part);
+    crate::verdict::attach_own_gaps(&mut models, rec);
+    let mut v = crate::verdict::verdicts_for(&models, profiles);
+    if let Some(why) = unrepresentative(rec, timer) {
+        for x in v.iter_mut() {
+            x.not_representative(&why);
+        }
+    }
+    let from = if models.iter().any(|m| m.gap_stalls.is_some()) {
+        "from the wake-up latencies and the busy loop's stolen time"
+    } else {
+        "from the wake-up latencies"
+    };
+    (v, from)
+}
 
 /// Why a check record's verdicts cannot stand for a real-time consumer on
 /// one machine: its probes ran without their real-time policy, or the

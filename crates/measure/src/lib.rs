@@ -6,7 +6,9 @@
 //! attribution, and the interrupted-run warning.
 //!
 //! The verbs (`timer`, `noise`, `check`, `cause`) only turn their flags
-//! into a request and render the record that comes back.
+//! into a request and render the record that comes back; `check`'s
+//! request ([`check`]) is the two probes in halves, in rounds until its
+//! verdicts are decided.
 //!
 //! The two probes that do not make a record of their own live here too:
 //! `validate`'s real buffered consumer ([`consumer`]) and `monitor`'s
@@ -14,6 +16,7 @@
 
 pub mod again;
 pub mod attach;
+pub mod check;
 pub mod config;
 pub mod consumer;
 pub mod kernel;

@@ -4,6 +4,7 @@
 
 pub mod advise;
 pub mod cause;
+pub mod check;
 pub mod forecast;
 pub mod load;
 pub mod platform;
