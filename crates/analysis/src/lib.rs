@@ -16,6 +16,7 @@ pub mod gate;
 pub mod gpd;
 pub mod model;
 pub mod periodic;
+pub mod plan;
 pub mod profiles;
 pub mod queue;
 pub mod rate;

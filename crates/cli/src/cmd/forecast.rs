@@ -2,18 +2,18 @@
 //! numbers a person plans with — worst case per hour/day/week, time to
 //! buffer underrun, the least buffering that meets a target, verdicts
 //! for workload profiles, and a pseudo worst case for schedulability.
-//! All computing is in `punctual_analysis`; this module parses, calls and
-//! prints.
+//! All computing is in `punctual_analysis` (the flags checked into a
+//! `plan::Plan` too); this module parses, calls and prints through
+//! `punctual_report::text::forecast`.
 
 use std::path::PathBuf;
 
-use punctual_analysis::forecast::{GapStalls, TailModel, BOOTSTRAP_REPS, BOOTSTRAP_SEED};
-use punctual_analysis::rate::{parse_rate_per_s, parse_usage};
-use punctual_analysis::sched;
+use punctual_analysis::forecast::{BOOTSTRAP_REPS, BOOTSTRAP_SEED};
+use punctual_analysis::plan::{attach_stalls, select, Asked, Plan};
 use punctual_analysis::verdict::{latency_like, verdicts_for};
-use punctual_analysis::{profiles, Buffering, Compute, Verdict};
+use punctual_analysis::Verdict;
 use punctual_record::{Metric, Record};
-use punctual_report::text::forecast::{self, Plan};
+use punctual_report::text::forecast;
 use punctual_units::Nanos;
 use serde_json::{json, Value};
 
@@ -101,95 +101,21 @@ pub struct Args {
 }
 
 fn plan(a: &Args) -> CliResult<Plan> {
-    let compute = Compute::parse(&a.compute).map_err(|e| CliError::usage(format!("--{e}")))?;
-    let n = match a.buffers {
-        Some(n) if n < 1 => {
-            return Err(CliError::usage(format!(
-                "--buffers {n} is less than 1; a consumer needs at least one buffer"
-            )))
-        }
-        Some(n) if n > 1_000_000 => {
-            return Err(CliError::usage(format!(
-                "--buffers {n} is more than 1000000"
-            )))
-        }
-        Some(n) => Some(n as u32),
-        None => None,
-    };
-    let buffering = match (n, a.buffer_len) {
-        (Some(n), Some(t)) => {
-            let b = Buffering::new(n, t, compute);
-            b.slack()
-                .map_err(|e| CliError::usage(format!("--buffers/--buffer-len/--compute: {e}")))?;
-            Some(b)
-        }
-        _ => None,
-    };
-    if let (Compute::Time(c), None, Some(t)) = (compute, n, a.buffer_len) {
-        if c >= t * 63 {
-            return Err(CliError::usage(format!(
-                "--compute {c} is not less than what 64 buffers of {t} could hold"
-            )));
-        }
-    }
-    if n.is_some() && a.buffer_len.is_none() && a.target.is_none() {
-        return Err(CliError::usage(
-            "--buffers needs --buffer-len (or --target, to find the least buffer length)",
-        ));
-    }
-    if a.buffer_len.is_some() && n.is_none() && a.target.is_none() && !a.sweep {
-        return Err(CliError::usage(
-            "--buffer-len needs --buffers (or --target or --sweep, to find or tabulate n)",
-        ));
-    }
-    let rate_per_s = match &a.rate {
-        Some(r) => Some(parse_rate_per_s(r).map_err(|e| CliError::usage(format!("--rate {e}")))?),
-        None => None,
-    };
-    let miss_rate_per_s = match &a.miss_rate {
-        Some(r) => {
-            Some(parse_rate_per_s(r).map_err(|e| CliError::usage(format!("--miss-rate {e}")))?)
-        }
-        None => None,
-    };
-    let taskset = match &a.taskset {
-        Some(p) => {
-            if miss_rate_per_s.is_none() {
-                return Err(CliError::usage(
-                    "--taskset needs --miss-rate (the permissible error rate, e.g. 1/h)",
-                ));
-            }
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| CliError::usage(format!("--taskset {}: {e}", p.display())))?;
-            let set = sched::parse_taskset(&text)
-                .map_err(|e| CliError::usage(format!("--taskset {}: {e}", p.display())))?;
-            Some((p.display().to_string(), set))
-        }
-        None => None,
-    };
-    let mut profs = profiles::builtin();
-    if let Some(p) = &a.profiles {
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| CliError::usage(format!("--profiles {}: {e}", p.display())))?;
-        let extra = profiles::parse(&text, &p.display().to_string()).map_err(CliError::usage)?;
-        profs = profiles::merge(profs, extra);
-    }
-    let usage = parse_usage(&a.usage).map_err(CliError::usage)?;
-    opts::check_output("--json", &a.json)?;
-    Ok(Plan {
+    let asked = Asked {
+        buffers: a.buffers,
+        buffer_len: a.buffer_len,
+        compute: &a.compute,
         sweep: a.sweep,
         target: a.target,
-        miss_rate: a.miss_rate.clone(),
-        buffering,
-        len_only: if n.is_none() { a.buffer_len } else { None },
-        n_only: if a.buffer_len.is_none() { n } else { None },
-        compute,
-        rate_per_s,
-        miss_rate_per_s,
-        taskset,
-        profiles: profs,
-        usage,
-    })
+        rate: a.rate.as_deref(),
+        miss_rate: a.miss_rate.as_deref(),
+        taskset: a.taskset.as_deref(),
+        profiles: a.profiles.as_deref(),
+        usage: &a.usage,
+    };
+    let plan = Plan::new(&asked, &|p| std::fs::read_to_string(p)).map_err(CliError::usage)?;
+    opts::check_output("--json", &a.json)?;
+    Ok(plan)
 }
 
 pub fn run(a: Args) -> CliResult {
@@ -220,8 +146,9 @@ pub fn run(a: Args) -> CliResult {
     for path in &a.records {
         let rec = Record::read(path).map_err(|e| CliError::usage(e.to_string()))?;
         let shown = path.display().to_string();
-        let mut models = select(&rec, &shown, a.series.as_deref(), a.arrivals == "renewal")?;
-        attach_stalls(&mut models, &rec, &shown, noise.as_ref())?;
+        let mut models = select(&rec, &shown, a.series.as_deref(), a.arrivals == "renewal")
+            .map_err(CliError::usage)?;
+        attach_stalls(&mut models, &rec, &shown, noise.as_ref()).map_err(CliError::usage)?;
         if noise.is_none() && a.arrivals != "renewal" && !a.tail_stalls {
             // A `check` record's own gaps, when free of throttling stops.
             punctual_analysis::verdict::attach_own_gaps(&mut models, &rec);
@@ -269,112 +196,6 @@ pub fn run(a: Args) -> CliResult {
         if !crate::output::is_stdout(path) {
             eprintln!("forecast written to {}", path.display());
         }
-    }
-    Ok(())
-}
-
-/// The series to forecast, as models; one sentence and status 2 for a
-/// missing or empty series.
-fn select(
-    rec: &Record,
-    shown: &str,
-    only: Option<&str>,
-    renewal: bool,
-) -> CliResult<Vec<TailModel>> {
-    let names = || {
-        rec.series
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let chosen: Vec<_> = match only {
-        Some(name) => {
-            let s = rec.series_named(name).ok_or_else(|| {
-                CliError::usage(format!(
-                    "{shown} has no series '{name}' (it has: {})",
-                    if rec.series.is_empty() {
-                        "none".to_string()
-                    } else {
-                        names()
-                    }
-                ))
-            })?;
-            if s.count == 0 {
-                return Err(CliError::usage(format!(
-                    "{shown}: series '{name}' is empty (0 samples)"
-                )));
-            }
-            vec![s]
-        }
-        None => {
-            let nonempty: Vec<_> = rec.series.iter().filter(|s| s.count > 0).collect();
-            if nonempty.is_empty() {
-                return Err(CliError::usage(format!(
-                    "{shown} has no samples in any series ({})",
-                    if rec.series.is_empty() {
-                        "it has no series".to_string()
-                    } else {
-                        names()
-                    }
-                )));
-            }
-            let lat: Vec<_> = nonempty
-                .iter()
-                .copied()
-                .filter(|s| matches!(s.metric, Metric::Latency | Metric::Response))
-                .collect();
-            if lat.is_empty() {
-                nonempty
-            } else {
-                lat
-            }
-        }
-    };
-    chosen
-        .into_iter()
-        .map(|s| {
-            TailModel::new(s, rec.series_duration(s))
-                .map(|m| {
-                    if renewal {
-                        m.with_record_spikes(rec, s)
-                    } else {
-                        m.with_spike_log(rec, s)
-                    }
-                })
-                .map_err(|e| CliError::usage(format!("{shown}: {e}")))
-        })
-        .collect()
-}
-
-/// Gives each latency series the stall term measured by a running thread
-/// on its CPU, from `--stalls` (which must have that CPU). Without it a
-/// series keeps the tail inference unless its own record measured gaps
-/// without throttling stops (`attach_own_gaps`, see `stalls` in the
-/// options for why).
-fn attach_stalls(
-    models: &mut [TailModel],
-    rec: &Record,
-    shown: &str,
-    noise: Option<&(String, Record)>,
-) -> CliResult {
-    let Some((path, r)) = noise else {
-        return Ok(());
-    };
-    for m in models.iter_mut() {
-        if m.metric != Metric::Latency {
-            continue;
-        }
-        let cpu = rec.series_named(&m.name).and_then(|s| s.cpu);
-        m.gap_stalls = Some(GapStalls::for_cpu(r, cpu).ok_or_else(|| {
-            CliError::usage(format!(
-                "--stalls {path}: no gap series with stolen-time totals for the CPU of \
-                 {shown}'s {} ({})",
-                m.name,
-                cpu.map(|c| format!("cpu{c}"))
-                    .unwrap_or_else(|| "no CPU".into())
-            ))
-        })?);
     }
     Ok(())
 }

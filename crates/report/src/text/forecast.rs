@@ -5,38 +5,20 @@
 //! of a task set. The numbers come from `punctual_analysis`; the method is
 //! docs/forecast.md.
 
-use punctual_analysis::buffer::{self, Buffering, Compute, Mttf};
+use punctual_analysis::buffer::{self, Buffering, Mttf};
 use punctual_analysis::forecast::{Estimate, TailModel, WorstCase, WorstCaseUse};
-use punctual_analysis::rate::Usage;
 use punctual_analysis::sched::{self, SchedReport};
 use punctual_analysis::tail::CurvePoint;
 use punctual_analysis::verdict::{human_secs, latency_like};
-use punctual_analysis::{Profile, Verdict};
+use punctual_analysis::Verdict;
 use punctual_record::Record;
 use punctual_units::Nanos;
 use serde_json::{json, Value};
 
 use crate::text::verdict::{render_verdicts, tally};
 
-/// What the forecast is asked for, validated by `punctual forecast`
-/// before any record is read.
-pub struct Plan {
-    pub buffering: Option<Buffering>,
-    pub len_only: Option<Nanos>,
-    pub n_only: Option<u32>,
-    pub compute: Compute,
-    pub rate_per_s: Option<f64>,
-    pub miss_rate_per_s: Option<f64>,
-    pub taskset: Option<(String, sched::TaskSet)>,
-    pub profiles: Vec<Profile>,
-    pub usage: Usage,
-    /// `--sweep`: the table of MTTF against total buffering.
-    pub sweep: bool,
-    /// `--target`: the MTTF to size for.
-    pub target: Option<Nanos>,
-    /// `--miss-rate` as given, quoted in the pseudo worst case.
-    pub miss_rate: Option<String>,
-}
+/// What the forecast is asked for, validated before any record is read.
+pub use punctual_analysis::plan::Plan;
 
 /// The verdicts of one record, under their heading.
 pub fn verdicts(shown: &str, v: &[Verdict]) -> String {
