@@ -1,10 +1,12 @@
 //! `punctual compare BASE.json NEW.json`: did latency regress? Parsing,
-//! printing and the exit status; the test is `punctual_analysis::compare`.
+//! printing and the exit status; the test is `punctual_analysis::compare`,
+//! its table `punctual_report::text::compare`.
 
 use std::path::PathBuf;
 
 use punctual_analysis::compare::{compare, Answer, CompareOptions, Comparison};
 use punctual_record::Record;
+use punctual_report::text::compare::ratio;
 
 use crate::error::{CliError, CliResult};
 use crate::opts;
@@ -105,7 +107,7 @@ pub fn run(args: Args) -> CliResult {
             base.source, new.source
         );
     }
-    print!("{}", render(&c));
+    print!("{}", punctual_report::text::compare::render(&c));
     if let Some(p) = &args.json {
         let json = serde_json::to_string_pretty(&c).expect("comparison serializes") + "\n";
         crate::output::write_bytes("--json", p, json.as_bytes())?;
@@ -127,77 +129,6 @@ pub fn run(args: Args) -> CliResult {
     }
 }
 
-fn ratio_text(r: f64) -> String {
-    if r >= 10.0 {
-        format!("{r:.0}x")
-    } else {
-        format!("{r:.2}x")
-    }
-}
-
-/// The table: one line per series and quantile, then one answer per series.
-pub fn render(c: &Comparison) -> String {
-    let mut s = String::new();
-    s.push_str(&format!(
-        "{:<18} {:>7} {:>11} {:>11} {:>8} {:>19}  answer\n",
-        "series", "q", "base", "new", "new/base", "CI"
-    ));
-    for se in &c.series {
-        for q in &se.quantiles {
-            let ci = match q.ratio_ci {
-                Some((lo, hi)) => format!("{} - {}", ratio_text(lo), ratio_text(hi)),
-                None => "-".to_string(),
-            };
-            let answer = match &q.untested {
-                Some(why) => format!("not tested: {why}"),
-                None => q.answer.as_str().to_string(),
-            };
-            s.push_str(&format!(
-                "{:<18} {:>7} {:>11} {:>11} {:>8} {:>19}  {}\n",
-                se.name,
-                q.quantile,
-                q.base_ns.to_string(),
-                q.new_ns.to_string(),
-                ratio_text(q.ratio),
-                ci,
-                answer
-            ));
-        }
-    }
-    s.push('\n');
-    for se in &c.series {
-        let changed: Vec<&str> = se
-            .quantiles
-            .iter()
-            .filter(|q| q.answer == se.answer && q.answer != Answer::NoDifference)
-            .map(|q| q.quantile.as_str())
-            .collect();
-        if changed.is_empty() {
-            s.push_str(&format!("{}: {}\n", se.name, se.answer.as_str()));
-        } else {
-            s.push_str(&format!(
-                "{}: {} ({})\n",
-                se.name,
-                se.answer.as_str(),
-                changed.join(", ")
-            ));
-        }
-    }
-    for (name, why) in &c.skipped {
-        s.push_str(&format!("{name}: not compared: {why}\n"));
-    }
-    s.push_str(&format!(
-        "{:.0}% confidence over {} tests ({:.2}% each), changes under {:.0}% ignored, {} bootstrap replicates, seed {}\n",
-        c.level * 100.0,
-        c.series.iter().map(|s| s.quantiles.len()).sum::<usize>(),
-        c.per_test_level * 100.0,
-        c.min_change * 100.0,
-        c.replicates,
-        c.seed
-    ));
-    s
-}
-
 /// JUnit XML: one test case per compared series; a regression is a
 /// failure whose message lists the quantiles and their intervals.
 pub fn junit(c: &Comparison, base: &std::path::Path, new: &std::path::Path) -> String {
@@ -211,7 +142,7 @@ pub fn junit(c: &Comparison, base: &std::path::Path, new: &std::path::Path) -> S
                 .map(|q| {
                     let ci = q
                         .ratio_ci
-                        .map(|(lo, hi)| format!(" (CI {} - {})", ratio_text(lo), ratio_text(hi)))
+                        .map(|(lo, hi)| format!(" (CI {} - {})", ratio(lo), ratio(hi)))
                         .unwrap_or_default();
                     format!(
                         "{} {} -> {}: {}{}",

@@ -5,6 +5,7 @@
 pub mod advise;
 pub mod cause;
 pub mod check;
+pub mod compare;
 pub mod forecast;
 pub mod load;
 pub mod platform;
