@@ -139,55 +139,6 @@ fn usage(e: punctual_report::ReportError) -> CliError {
     CliError::usage(e.to_string())
 }
 
-/// Without an output option: a few lines per series on the terminal.
-fn summary(inputs: &[Input]) -> String {
-    let mut s = String::new();
-    for i in inputs {
-        let r = &i.record;
-        s.push_str(&format!(
-            "{}: {} ({:?}), {} on {}\n",
-            i.label,
-            r.kind,
-            r.source,
-            r.duration_ns,
-            r.platform.hostname.as_deref().unwrap_or("unknown host")
-        ));
-        for se in &r.series {
-            let worst = tail::worst_cases(se, r.series_duration(se))
-                .map(|w| tail::estimate_text(&w[0].1))
-                .unwrap_or_else(|| "-".into());
-            s.push_str(&format!(
-                "  {:<20} n={:<9} p50={:<10} p99={:<10} p99.99={:<10} max={:<10} worst/hour={}\n",
-                se.name,
-                se.count,
-                se.percentiles.p50.to_string(),
-                se.percentiles.p99.to_string(),
-                se.percentiles.p99_99.to_string(),
-                se.max.to_string(),
-                worst
-            ));
-        }
-        for st in &r.stolen {
-            s.push_str(&format!(
-                "  stolen cpu{:<3} {:.3}% ({} of {}), longest {}\n",
-                st.cpu,
-                st.fraction * 100.0,
-                st.total_ns,
-                st.observed_ns,
-                st.max_ns
-            ));
-        }
-        for p in &r.period_summary {
-            s.push_str(&format!(
-                "  task {}: {} periods, {} missed\n",
-                p.task, p.periods, p.misses
-            ));
-        }
-    }
-    s.push_str("(use --html PATH for the full report, --format for exports)\n");
-    s
-}
-
 pub fn run(a: Args) -> CliResult {
     let gates = a.gates.parse()?;
     let table = csv::Table::parse(&a.csv_table).ok_or_else(|| {
@@ -252,16 +203,7 @@ pub fn run(a: Args) -> CliResult {
         _ => None,
     };
     if let Some(f) = format {
-        let bytes = match f {
-            Format::Json => json::render(&inputs),
-            Format::Csv => csv::render(&inputs, table, a.bucket.0).map_err(usage)?,
-            Format::Hist => hist_format(&inputs)?,
-            Format::Hlog => hlog::render(&inputs).map_err(usage)?,
-            Format::Prometheus => prometheus::render(&inputs),
-            Format::Perfetto => perfetto::render(&inputs),
-            Format::Text => text_format(&inputs)?,
-            Format::Junit => junit_format(&inputs, &gates)?,
-        };
+        let bytes = export(f, &inputs, table, a.bucket, &gates)?;
         write_out(a.output.as_deref(), &bytes)?;
         if let Some(p) = &a.output {
             eprintln!("wrote {}", p.display());
@@ -269,7 +211,7 @@ pub fn run(a: Args) -> CliResult {
         wrote = true;
     }
     if !wrote {
-        print!("{}", summary(&inputs));
+        print!("{}", punctual_report::text::summary::summary(&inputs));
     }
     let mut checked = Vec::new();
     for i in &inputs {
@@ -281,6 +223,26 @@ pub fn run(a: Args) -> CliResult {
         }
     }
     crate::gates::enforce_checked(&checked)
+}
+
+/// The records in format `f`.
+fn export(
+    f: Format,
+    inputs: &[Input],
+    table: csv::Table,
+    bucket: Nanos,
+    gates: &crate::gates::Gates,
+) -> CliResult<Vec<u8>> {
+    Ok(match f {
+        Format::Json => json::render(inputs),
+        Format::Csv => csv::render(inputs, table, bucket.0).map_err(usage)?,
+        Format::Hist => hist_format(inputs)?,
+        Format::Hlog => hlog::render(inputs).map_err(usage)?,
+        Format::Prometheus => prometheus::render(inputs),
+        Format::Perfetto => perfetto::render(inputs),
+        Format::Text => text_format(inputs)?,
+        Format::Junit => junit_format(inputs, gates)?,
+    })
 }
 
 /// JUnit XML: a suite per record, a case per gate and per verdict.

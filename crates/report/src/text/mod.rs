@@ -11,6 +11,7 @@ pub mod load;
 pub mod platform;
 pub mod probe;
 pub mod reserve;
+pub mod summary;
 pub mod validate;
 pub mod verdict;
 pub mod watch;
