@@ -6,6 +6,7 @@
 //!
 //! The run (probe threads, `/metrics` server, persist loop, held
 //! C-states) is `punctual_measure::monitor::Monitor`;
+//! its start-up lines are `punctual_report::text::monitor`;
 //! the rolling state and its Prometheus text live in
 //! `punctual_report::monitor`, behind a `ProbeSource` trait that tests
 //! drive with an accelerated clock.
@@ -17,6 +18,7 @@ use punctual_live::cstate::{CStateHold, CStateRequest};
 use punctual_measure::monitor::{load_state, unix_now_ns, Monitor};
 use punctual_record::Nanos;
 use punctual_report::monitor::MonitorState;
+use punctual_report::text::monitor::{self as text, Start, StateFile};
 
 use crate::error::{CliError, CliResult};
 use crate::opts;
@@ -124,34 +126,23 @@ pub fn run(a: Args) -> CliResult {
         },
     };
     let started = |held: &CStateHold| {
-        // One line, the first: whoever starts the monitor may read just it
-        // (the address) and close the pipe.
-        eprintln!(
-            "monitor: CPUs {} at {} Hz{}{}{}, {}",
-            crate::output::format_cpus(&cpus),
-            a.rate,
-            address
-                .map(|ad| format!(", serving http://{ad}/metrics"))
-                .unwrap_or_default(),
-            a.textfile
-                .as_ref()
-                .map(|p| format!(", textfile {}", p.display()))
-                .unwrap_or_default(),
-            match (&a.state, restored) {
-                (Some(p), true) => format!(", state {} restored (restart {restarts})", p.display()),
-                (Some(p), false) => format!(", new state {}", p.display()),
-                _ => String::new(),
-            },
-            punctual_report::text::probe::c_states_text(&held.config()).trim_end()
+        let state = match (&a.state, restored) {
+            (Some(p), true) => StateFile::Restored(p, restarts),
+            (Some(p), false) => StateFile::New(p),
+            _ => StateFile::None,
+        };
+        eprint!(
+            "{}",
+            text::start(&Start {
+                cpus: &cpus,
+                rate_hz: a.rate,
+                address,
+                textfile: a.textfile.as_deref(),
+                state,
+                c_states: &held.config(),
+                warnings: &held.warnings(),
+            })
         );
-        for w in held.warnings() {
-            eprintln!("monitor: warning: {w}");
-        }
-        if let Some(ad) = address.filter(|ad| !ad.ip().is_loopback()) {
-            eprintln!(
-                "monitor: note: {ad} is reachable from other machines; /metrics has no authentication"
-            );
-        }
     };
     let warn = |m: &str| eprintln!("monitor: warning: {m}");
     Ok(monitor.run(state, crate::interrupt::stop_flag(), started, warn)?)

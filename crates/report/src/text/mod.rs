@@ -8,6 +8,7 @@ pub mod check;
 pub mod compare;
 pub mod forecast;
 pub mod load;
+pub mod monitor;
 pub mod platform;
 pub mod probe;
 pub mod reserve;
