@@ -109,7 +109,9 @@ fn read_baseline(p: &std::path::Path) -> CliResult<Record> {
     Ok(r)
 }
 
-pub fn run(args: Args) -> CliResult {
+/// The flags, checked into the run's request (and the gates to enforce
+/// on its record).
+fn request(args: &Args) -> CliResult<(CheckRequest, crate::gates::Gates)> {
     let cpus = opts::cpus(&args.cpus)?;
     let gates = args.gates.parse()?;
     opts::check_output("--json", &args.json)?;
@@ -158,6 +160,11 @@ pub fn run(args: Args) -> CliResult {
         baseline,
         c_states: (!replaying).then(|| args.c_states.request()),
     };
+    Ok((req, gates))
+}
+
+pub fn run(args: Args) -> CliResult {
+    let (req, gates) = request(&args)?;
     let stop = crate::interrupt::stop_flag();
     let terminal = Terminal::default();
     let session = Session::new(Arc::clone(&stop), &terminal);

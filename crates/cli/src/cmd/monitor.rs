@@ -66,7 +66,10 @@ pub struct Args {
     pub deepest_idle_state: Option<u32>,
 }
 
-pub fn run(a: Args) -> CliResult {
+/// The flags, checked into the run (CPUs, reporting, C-states) and the
+/// state it starts from (restored or new), with the listener bound, so a
+/// bad state file or address is refused before the probes start.
+fn monitor(a: &Args) -> CliResult<(Monitor, MonitorState, bool)> {
     if !(1..=10_000).contains(&a.rate) {
         return Err(CliError::usage(format!(
             "--rate {} is out of range; use 1 to 10000 wake-ups per second",
@@ -97,12 +100,10 @@ pub fn run(a: Args) -> CliResult {
     }
     opts::check_output("--textfile", &a.textfile)?;
     opts::check_output("--state", &a.state)?;
-
     let (state, restored) = match &a.state {
         Some(p) => load_state(p, &cpus, a.rate)?,
         None => (MonitorState::new(&cpus, a.rate, unix_now_ns()), false),
     };
-    let restarts = state.restarts;
     let listener = match listen {
         Some(addr) => Some(
             TcpListener::bind(addr)
@@ -110,9 +111,8 @@ pub fn run(a: Args) -> CliResult {
         ),
         None => None,
     };
-    let address = listener.as_ref().and_then(|l| l.local_addr().ok());
     let monitor = Monitor {
-        cpus: cpus.clone(),
+        cpus,
         rate_hz: a.rate,
         priority: a.priority,
         listener,
@@ -125,6 +125,14 @@ pub fn run(a: Args) -> CliResult {
             deepest_idle_state: a.deepest_idle_state,
         },
     };
+    Ok((monitor, state, restored))
+}
+
+pub fn run(a: Args) -> CliResult {
+    let (monitor, state, restored) = monitor(&a)?;
+    let cpus = monitor.cpus.clone();
+    let restarts = state.restarts;
+    let address = monitor.listener.as_ref().and_then(|l| l.local_addr().ok());
     let started = |held: &CStateHold| {
         let state = match (&a.state, restored) {
             (Some(p), true) => StateFile::Restored(p, restarts),
