@@ -118,15 +118,17 @@ fn plan(a: &Args) -> CliResult<Plan> {
     Ok(plan)
 }
 
-pub fn run(a: Args) -> CliResult {
-    let p = plan(&a)?;
+/// The `--stalls` noise record, named as given: it must hold gap series,
+/// and its stalls arrive as a Poisson process, so it does not combine
+/// with renewal arrivals.
+fn stalls_record(a: &Args) -> CliResult<Option<(String, Record)>> {
     if a.stalls.is_some() && a.arrivals == "renewal" {
         return Err(CliError::usage(
             "--stalls and --arrivals renewal do not combine: renewal arrivals are read from the \
              timer record's spike log, the noise record's stalls arrive as a Poisson process",
         ));
     }
-    let noise = match &a.stalls {
+    Ok(match &a.stalls {
         Some(path) => {
             let r = Record::read(path)
                 .map_err(|e| CliError::usage(format!("--stalls {}: {e}", path.display())))?;
@@ -139,7 +141,12 @@ pub fn run(a: Args) -> CliResult {
             Some((path.display().to_string(), r))
         }
         None => None,
-    };
+    })
+}
+
+pub fn run(a: Args) -> CliResult {
+    let p = plan(&a)?;
+    let noise = stalls_record(&a)?;
     let mut out = String::new();
     let mut series_json = Vec::new();
     let mut verdict_json = Vec::new();

@@ -139,7 +139,9 @@ fn usage(e: punctual_report::ReportError) -> CliError {
     CliError::usage(e.to_string())
 }
 
-pub fn run(a: Args) -> CliResult {
+/// The flags checked: the gates, the CSV table, and the HTML page's
+/// options; the output paths must be writable.
+fn options(a: &Args) -> CliResult<(crate::gates::Gates, csv::Table, html::HtmlOptions)> {
     let gates = a.gates.parse()?;
     let table = csv::Table::parse(&a.csv_table).ok_or_else(|| {
         CliError::usage(format!(
@@ -172,7 +174,18 @@ pub fn run(a: Args) -> CliResult {
     if let Some(p) = &a.output {
         opts::check_output_path("--output", p)?;
     }
+    let o = html::HtmlOptions {
+        bucket: a.bucket,
+        profile,
+        target_mttf: a.target_mttf,
+        compute_fraction,
+        ..Default::default()
+    };
+    Ok((gates, table, o))
+}
 
+pub fn run(a: Args) -> CliResult {
+    let (gates, table, html_options) = options(&a)?;
     let mut inputs = read_inputs(&a.records)?;
     if a.merge {
         let merged = merge::merge(&inputs).map_err(usage)?;
@@ -186,14 +199,7 @@ pub fn run(a: Args) -> CliResult {
 
     let mut wrote = false;
     if let Some(p) = &a.html {
-        let o = html::HtmlOptions {
-            bucket: a.bucket,
-            profile,
-            target_mttf: a.target_mttf,
-            compute_fraction,
-            ..Default::default()
-        };
-        write_out(Some(p), &html::render(&inputs, &o))?;
+        write_out(Some(p), &html::render(&inputs, &html_options))?;
         eprintln!("wrote {}", p.display());
         wrote = true;
     }
