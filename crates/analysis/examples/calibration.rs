@@ -500,7 +500,11 @@ fn main() {
     // "heldout": the held-out set; a name: that shape of either set.
     let shapes: Vec<&Shape> = match only {
         Some("heldout") => HELD_OUT.iter().collect(),
-        Some(o) => SHAPES.iter().chain(HELD_OUT).filter(|s| s.name == o).collect(),
+        Some(o) => SHAPES
+            .iter()
+            .chain(HELD_OUT)
+            .filter(|s| s.name == o)
+            .collect(),
         None => SHAPES.iter().collect(),
     };
     for shape in shapes {
