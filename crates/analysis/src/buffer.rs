@@ -158,12 +158,15 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     // the replicates scatter over orders of magnitude (one rare stall near
     // the slack decides the rate), a variance says little about the
     // spread, and the interval is taken as resting on one stall.
+    let counted = if n_s > 0.0 && k_eff > 0.0 {
+        1.0 / (1.0 / k_eff + 1.0 / n_s)
+    } else {
+        k_eff
+    };
     let boot = stall_var.filter(|_| n_s > 0.0).map(|v| v.min(1.0));
     let k_e = match boot {
         Some(v) if k_eff > 0.0 && v > 0.0 => 1.0 / v,
-        Some(_) => k_eff,
-        None if n_s > 0.0 && k_eff > 0.0 => 1.0 / (1.0 / k_eff + 1.0 / n_s),
-        None => k_eff,
+        _ => counted,
     };
     // The lengths decide more than the count: said, because the timer
     // reads a stall's length only through its wake-up path and the
@@ -200,7 +203,7 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     let (rlo, rhi) = if k == 0 {
         (
             0.0,
-            (hi / n * per_s).max(q.rate_per_s * hi / (k_eff / d).max(1e-300)),
+            (hi / n * per_s).max(q.rate_per_s * hi / (counted / d).max(1e-300)),
         )
     } else {
         (q.rate_per_s * lo / k_e, q.rate_per_s * hi / k_e)
