@@ -6,7 +6,10 @@
 #   SEEDS  short records per shape (default 100)
 #   SHORT  length of each short record, a check's timer half (default 30s)
 #   LONG   simulated time of the consumer run that gives the truth (default 2h)
-#   SHAPE  only this shape (poisson, periodic, on/off, heavy, mixture, tick, long)
+#   SHAPE  only this shape (poisson, periodic, on/off, heavy, mixture, tick, long,
+#          or one of the held-out h-poisson … h-long), or `heldout`: the
+#          held-out set, the same kinds with parameters and consumers of
+#          their own
 #
 # For each interference shape: one long run of the consumer itself
 # (3 × 1 ms buffers, 0.5 ms compute; for `long`, whose stalls outlast the
