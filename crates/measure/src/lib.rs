@@ -9,7 +9,8 @@
 //! into a request and render the record that comes back.
 //!
 //! The two probes that do not make a record of their own live here too:
-//! `validate`'s real buffered consumer ([`consumer`]) and `monitor`'s
+//! `validate`'s real buffered consumer ([`consumer`], run in its rounds
+//! beside the timer and noise probes by [`validation`]) and `monitor`'s
 //! week-long low-rate loop with its `/metrics` server ([`monitor`]).
 
 pub mod again;
@@ -22,6 +23,7 @@ pub mod merge;
 pub mod monitor;
 pub mod probe;
 pub mod session;
+pub mod validation;
 pub mod watch;
 
 pub use kernel::{KernelNoise, KernelTimer};
