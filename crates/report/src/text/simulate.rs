@@ -19,7 +19,9 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+use punctual_record::sim::SimSection;
 use punctual_record::{Metric, Nanos, Record, Series, Warning};
+use punctual_sim::Scenario;
 
 /// The warning the record writer adds when it coarsened histograms; the
 /// verb prints it after the run's own warnings.
@@ -32,14 +34,14 @@ fn us(n: Nanos) -> String {
 /// The scenario as run, for its description and the order of its tasks,
 /// streams and constraints; `None` when the record's text no longer
 /// parses (a record from another version of the scenario format).
-fn scenario(rec: &Record) -> Option<punctual_sim::Scenario> {
+fn scenario(rec: &Record) -> Option<Scenario> {
     let text = rec.config.get("scenario")?.as_str()?;
     let file = rec
         .config
         .get("scenario_file")
         .and_then(|v| v.as_str())
         .unwrap_or("");
-    punctual_sim::Scenario::parse(file, text, &[]).ok()
+    Scenario::parse(file, text, &[]).ok()
 }
 
 /// `names` in the scenario's order (`order`), then any the scenario does
@@ -65,10 +67,28 @@ fn ordered<'a>(order: &[&str], names: impl Iterator<Item = &'a String>) -> Vec<S
 pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
     let sim = rec.sim().unwrap_or_default();
     let scn = scenario(rec);
+    let mut w = String::new();
+    header(&mut w, rec, &sim, scn.as_ref(), wall);
+    tasks(&mut w, rec, &sim, scn.as_ref());
+    periods(&mut w, rec, &sim);
+    streams(&mut w, rec, &sim, scn.as_ref());
+    stolen(&mut w, rec);
+    constraints(&mut w, &sim, scn.as_ref());
+    (w, warnings(rec))
+}
+
+/// The scenario, seed, simulated time and clock; the description; the
+/// event count.
+fn header(
+    w: &mut String,
+    rec: &Record,
+    sim: &SimSection,
+    scn: Option<&Scenario>,
+    wall: Option<Duration>,
+) {
     let cfg_str = |k: &str| rec.config.get(k).and_then(|v| v.as_str()).unwrap_or("");
     let seed = rec.config.get("seed").and_then(|v| v.as_u64()).unwrap_or(0);
     let ended_at = rec.duration_ns;
-    let mut w = String::new();
     let _ = writeln!(
         w,
         "scenario {}  seed {}  simulated {}{}  clock {}",
@@ -86,7 +106,7 @@ pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
             .map(String::as_str)
             .unwrap_or("")
     );
-    if let Some(d) = scn.as_ref().and_then(|s| s.spec.sim.description.as_ref()) {
+    if let Some(d) = scn.and_then(|s| s.spec.sim.description.as_ref()) {
         let _ = writeln!(w, "  {d}");
     }
     match wall {
@@ -104,8 +124,12 @@ pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
             let _ = writeln!(w, "{} events", sim.events);
         }
     }
+}
+
+/// Each task's jobs, misses and latencies (the tasks that ran), the
+/// aborted jobs, and the multiprocessor's placement or migrations.
+fn tasks(w: &mut String, rec: &Record, sim: &SimSection, scn: Option<&Scenario>) {
     let task_order: Vec<&str> = scn
-        .as_ref()
         .map(|s| {
             s.spec
                 .task
@@ -193,6 +217,10 @@ pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
             );
         }
     }
+}
+
+/// Each reservation's periods, misses and what it asked for and received.
+fn periods(w: &mut String, rec: &Record, sim: &SimSection) {
     if !rec.period_summary.is_empty() {
         let _ = writeln!(
             w,
@@ -228,9 +256,13 @@ pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
             );
         }
     }
+}
+
+/// Each stream's arrivals, deliveries, losses and pauses.
+fn streams(w: &mut String, rec: &Record, sim: &SimSection, scn: Option<&Scenario>) {
+    let ended_at = rec.duration_ns;
     if !sim.streams.is_empty() {
         let order: Vec<&str> = scn
-            .as_ref()
             .map(|s| {
                 s.spec
                     .stream
@@ -258,6 +290,11 @@ pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
             );
         }
     }
+}
+
+/// The time stolen on each CPU, and its eight largest sources.
+fn stolen(w: &mut String, rec: &Record) {
+    let ended_at = rec.duration_ns;
     for s in &rec.stolen {
         let _ = writeln!(
             w,
@@ -278,9 +315,12 @@ pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
             );
         }
     }
+}
+
+/// The answers to the scenario's time constraints.
+fn constraints(w: &mut String, sim: &SimSection, scn: Option<&Scenario>) {
     if !sim.constraints.is_empty() {
         let order: Vec<&str> = scn
-            .as_ref()
             .map(|s| {
                 s.spec
                     .constraint
@@ -312,6 +352,10 @@ pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
             );
         }
     }
+}
+
+/// The warnings block of standard error.
+fn warnings(rec: &Record) -> String {
     // The run's own warnings, then the record writer's (histograms
     // coarsened to bound it), in the order the verb printed them; an
     // interrupted run says so in the header instead.
@@ -327,5 +371,5 @@ pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
     for m in messages.iter().filter(|m| m.contains(BOUNDED)) {
         let _ = writeln!(warnings, "warning: {m}");
     }
-    (w, warnings)
+    warnings
 }
