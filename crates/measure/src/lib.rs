@@ -11,7 +11,8 @@
 //! verdicts are decided.
 //!
 //! The two probes that do not make a record of their own live here too:
-//! `validate`'s real buffered consumer ([`consumer`]) and `monitor`'s
+//! `validate`'s real buffered consumer ([`consumer`], run in its rounds
+//! beside the timer and noise probes by [`validation`]) and `monitor`'s
 //! week-long low-rate loop with its `/metrics` server ([`monitor`]).
 
 pub mod again;
@@ -25,6 +26,7 @@ pub mod merge;
 pub mod monitor;
 pub mod probe;
 pub mod session;
+pub mod validation;
 pub mod watch;
 
 pub use kernel::{KernelNoise, KernelTimer};

@@ -24,6 +24,7 @@ mod counts;
 mod fix;
 mod histogram;
 pub mod reserve;
+pub mod sim;
 mod verdict;
 mod warning;
 pub mod watch;
@@ -167,6 +168,11 @@ impl Record {
     /// reserve record.
     pub fn reserve(&self) -> Option<reserve::ReserveReport> {
         reserve::ReserveReport::read(self)
+    }
+
+    /// A simulation's own counts (`extra["sim"]`).
+    pub fn sim(&self) -> Option<sim::SimSection> {
+        self.extra_section("sim")
     }
 
     /// What `punctual watch` found about its threads (`extra["watch"]`).

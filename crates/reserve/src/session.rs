@@ -1,5 +1,7 @@
-//! The parts of a reservation session around the run: putting back what a
-//! killed run left, and the root-domain repair that must follow it.
+//! A reservation session: putting back what a killed run left, and the
+//! root-domain repair that must follow it; the machine prepared for a run;
+//! the run itself ([`run`]: loads, reserved threads or the command, the
+//! ordered teardown) and its record.
 //!
 //! The order matters and is kernel knowledge: a dead run's deadline threads
 //! give back their bandwidth at their 0-lag time, which can come after the
@@ -8,15 +10,17 @@
 //! repaired ([`kernel::repair_negative_totals`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use punctual_live::restore::{cleanup_stale, CleanupReport};
-use punctual_record::Warning;
+use punctual_record::{Record, Source, Warning};
 use punctual_units::Nanos;
 
 use crate::kernel::Hrtick;
 use crate::partition::Partition;
 use crate::placement::Placed;
-use crate::{journal, kernel, partition, placement, ReserveError, Spec};
+use crate::record::Outcome;
+use crate::{command, journal, kernel, partition, placement, testapp, ReserveError, Spec};
 
 /// One line for a root-domain repair: what was wrong and whether the
 /// rebuild cleared it.
@@ -366,5 +370,257 @@ pub fn prepare(journal: &mut journal::Journal, req: Request) -> Result<Prepared,
         rd_baseline,
         notes,
         warnings,
+    })
+}
+
+/// How long the test app runs without `--duration`.
+pub const TEST_APP_DURATION: Nanos = Nanos::from_secs(10);
+
+/// Who stops the test app's reserved thread at its budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enforce {
+    /// SCHED_DEADLINE as is: at the tick unless HRTICK is on.
+    Kernel,
+    /// The thread stops itself once charged its budget.
+    Thread,
+}
+
+/// A whole run, checked by the caller.
+#[derive(Clone, Debug)]
+pub struct RunRequest<'a> {
+    /// The one reservation (the first, with several).
+    pub spec: Spec,
+    /// Several reservations for the test app, placed on CPUs; empty for one.
+    pub several: Vec<Spec>,
+    pub constraint: Option<crate::constraint::ConstraintRequest>,
+    /// `None`: the thread stops itself while HRTICK is off, else the kernel.
+    pub enforce: Option<Enforce>,
+    /// What the record's `config` names; `interrupted` is filled in here.
+    pub settings: crate::record::Settings,
+    /// Where restore journals are kept.
+    pub journal_dir: &'a Path,
+}
+
+/// What the caller provides around a run: the stress loads beside it, the
+/// wall clock's time stamp, and where lines about stale runs go.
+pub trait Host {
+    /// Starts the loads asked for, to run at most `duration`.
+    fn start_loads(&mut self, duration: Nanos) -> Result<(), ReserveError>;
+    /// Stops the loads and puts their figures into `rec`.
+    fn finish_loads(&mut self, rec: &mut Record);
+    /// The record's start time (RFC 3339).
+    fn now(&self) -> String;
+    /// A line about a dead run's leftovers put back, as it happens.
+    fn note(&self, line: &str);
+}
+
+/// A run's record, and the command's exit status when it failed on its own.
+#[derive(Debug)]
+pub struct Finished {
+    pub record: Record,
+    pub command_failed: Option<i32>,
+}
+
+/// The whole session: dead runs' journals replayed, the machine prepared
+/// (journaled), the loads started, the reserved threads or the command run
+/// until done or `stop`, the loads stopped, and the teardown in its order
+/// (released bandwidth back before the partitions come down, then the
+/// root-domain repair); then the record.
+pub fn run(
+    req: &RunRequest,
+    host: &mut dyn Host,
+    stop: &AtomicBool,
+) -> Result<Finished, ReserveError> {
+    let RunRequest {
+        spec,
+        several,
+        constraint,
+        enforce,
+        settings,
+        journal_dir,
+    } = req;
+    let (spec, journal_dir) = (*spec, *journal_dir);
+    let a = settings;
+    for line in restore_stale(journal_dir) {
+        host.note(&format!("punctual reserve: {line}"));
+    }
+    let mut jr = journal::create(journal_dir).map_err(|e| {
+        ReserveError::Refused(format!(
+            "cannot write the restore journal in {}: {e}",
+            journal_dir.display()
+        ))
+    })?;
+    let Prepared {
+        config: cfg,
+        sched_dir,
+        hrtick_before: hr,
+        hrtick_during: hr_now,
+        bandwidth: bw,
+        tick,
+        partition,
+        placed,
+        parts,
+        rd_baseline,
+        mut notes,
+        mut warnings,
+    } = prepare(
+        &mut jr,
+        Request {
+            spec: &spec,
+            several,
+            cpu: a.cpu,
+            hrtick: a.hrtick,
+        },
+    )?;
+    let memlock = punctual_live::rt::lock_memory();
+    if let Err(e) = &memlock {
+        warnings.push(Warning::NoMemlock {
+            reason: e.to_string(),
+        });
+    }
+    let started_at = host.now();
+    let mut rec = Record::new(
+        Source::Measured,
+        "reserve",
+        punctual_live::sysinfo::collect(),
+    );
+    rec.started_at = started_at;
+    let asked = a.asked;
+    let thread_enforced = match enforce {
+        Some(Enforce::Thread) => true,
+        Some(Enforce::Kernel) => false,
+        None => hr_now.enforced_at_tick(),
+    };
+    rec.set_config("enforce", if thread_enforced { "thread" } else { "kernel" });
+    if thread_enforced && a.test_app {
+        notes.push(format!(
+            "the reserved thread stops itself once charged its budget (--enforce thread{}), as a precise enforcement would; --enforce kernel leaves it to the tick",
+            if enforce.is_none() { ", the default while HRTICK is not on" } else { "" }
+        ));
+    } else if a.test_app && hr_now.enforced_at_tick() {
+        notes.push("--enforce kernel: the kernel stops the reserved thread at the first tick after its budget and books the overrun as debt on the next period".into());
+    } else if !a.test_app && hr_now.enforced_at_tick() {
+        notes.push(format!(
+            "a command cannot stop itself: the kernel stops it at the first tick after its budget (overrun up to {}, repaid the next period), so choose a budget well above the tick",
+            tick.map(|t| t.to_string()).unwrap_or_else(|| "a tick".into())
+        ));
+    }
+    // A command without --duration runs as long as it likes: the load is
+    // stopped when it ends, whatever the bound given here.
+    let load_for = a.duration.unwrap_or(if a.test_app {
+        asked
+    } else {
+        Nanos::from_secs(24 * 3600)
+    });
+    host.start_loads(load_for)?;
+    let result = if !several.is_empty() {
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = placed
+                .iter()
+                .map(|p| {
+                    let part = parts.iter().find(|x| x.cpu == p.cpu);
+                    let cfg = testapp::Config {
+                        spec: several[p.index],
+                        threads: a.threads,
+                        duration: asked,
+                        gap_threshold: a.gap_threshold,
+                        max_periods_kept: 100_000,
+                        constraint: None,
+                        thread_enforced,
+                        task: format!("r{}", p.index + 1),
+                    };
+                    sc.spawn(move || testapp::run(&cfg, part, stop))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .zip(placed.iter().cloned())
+                .map(|(h, p)| {
+                    h.join()
+                        .unwrap_or_else(|_| {
+                            Err(ReserveError::Failed("a test-app thread panicked".into()))
+                        })
+                        .map(|o| (p, o))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map(Outcome::Several)
+    } else if a.test_app {
+        let tcfg = testapp::Config {
+            spec,
+            threads: a.threads,
+            duration: asked,
+            gap_threshold: a.gap_threshold,
+            max_periods_kept: 100_000,
+            constraint: *constraint,
+            thread_enforced,
+            task: testapp::RESERVED_TASK.into(),
+        };
+        testapp::run(&tcfg, partition.as_ref(), stop).map(|o| Outcome::App(Box::new(o)))
+    } else {
+        command::run(
+            &command::Options {
+                spec: &spec,
+                argv: &a.command,
+                partition: partition.as_ref(),
+                duration: a.duration,
+                max_periods_kept: 100_000,
+                trace: true,
+                journal_dir,
+            },
+            stop,
+        )
+        .map(|o| Outcome::Cmd(Box::new(o)))
+    };
+    host.finish_loads(&mut rec);
+    if memlock.is_ok() {
+        punctual_live::rt::unlock_memory();
+    }
+    // Reservations released less than a deadline ago still hold their
+    // bandwidth; the partition stays until the kernel has let it go (see
+    // kernel::wait_released: taking it down first corrupts the
+    // root-domain totals).
+    // Within one relative deadline a released reservation's bandwidth is
+    // back (its 0-lag time is at the latest its deadline).
+    let release_bound = several
+        .iter()
+        .chain(std::iter::once(&spec))
+        .map(|s| s.deadline)
+        .max()
+        .unwrap_or(spec.deadline)
+        + Nanos::from_ms(10);
+    let partitions: Vec<Partition> = partition.into_iter().chain(parts).collect();
+    let teardown = teardown(
+        &mut jr,
+        sched_dir.as_deref(),
+        &rd_baseline,
+        partitions,
+        release_bound,
+    );
+    warnings.extend(teardown.warnings());
+    let outcome = result?;
+    let settings = crate::record::Settings {
+        interrupted: stop.load(Ordering::Relaxed),
+        ..a.clone()
+    };
+    let facts = crate::record::KernelFacts {
+        hrtick_before: hr,
+        hrtick_during: hr_now,
+        hz: cfg.hz,
+        bandwidth_at_start: bw,
+    };
+    let mut report = crate::record::fill_record(&mut rec, &settings, &spec, &outcome, &facts);
+    report.teardown_wait = teardown.quiesce.clone();
+    report.root_domain_repair = teardown.repair.clone().ok().flatten();
+    report.notes = notes;
+    report.write_into(&mut rec);
+    rec.warnings.extend(warnings);
+    let command_failed = match &outcome {
+        Outcome::Cmd(c) => c.exit_code.filter(|&code| code != 0 && !c.ended_by_us),
+        _ => None,
+    };
+    Ok(Finished {
+        record: rec,
+        command_failed,
     })
 }

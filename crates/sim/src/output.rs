@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use punctual_record::sim::{SimConstraint, SimMultiprocessor, SimSection, SimStream, SimTask};
 use punctual_record::{
     Metric, Period, PeriodSummary, Platform, Record, Source, SourceShare, Spike, Stolen, Warning,
 };
@@ -243,106 +244,101 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
             asked_ns: o.duration.0,
         });
     }
-    let tasks: BTreeMap<String, Value> = o
+    let tasks: BTreeMap<String, SimTask> = o
         .tasks
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let mut v = json!({
-                "releases": t.releases,
-                "jobs": t.jobs,
-                "deadline_misses": t.deadline_misses,
-                "preemptions": t.preemptions,
-                "backlog_lost": t.backlog_lost,
-                "reservation": t.rez_kind,
-            });
-            // Only under sim.on_miss = "abort", so other records are unchanged.
-            if let Some(a) = t.aborted {
-                v["aborted"] = json!(a);
-            }
+            let mut v = SimTask {
+                releases: t.releases,
+                jobs: t.jobs,
+                deadline_misses: t.deadline_misses,
+                preemptions: t.preemptions,
+                backlog_lost: t.backlog_lost,
+                reservation: t.rez_kind.clone(),
+                // Only under sim.on_miss = "abort", so other records are unchanged.
+                aborted: t.aborted,
+                ..Default::default()
+            };
             // Only under sim.multiprocessor, so records of pinned tasks are
             // unchanged.
             if let Some(m) = &o.multiprocessor {
                 if m.placement.is_some() {
                     // Where partitioning put it; a global task has none.
-                    v["cpu"] = json!(t.cpu);
+                    v.cpu = Some(t.cpu);
                 }
-                v["migrations"] = json!(m.migrations[i]);
-                v["task_migrations"] = json!(m.task_migrations[i]);
+                v.migrations = Some(m.migrations[i]);
+                v.task_migrations = Some(m.task_migrations[i]);
             }
             (t.name.clone(), v)
         })
         .collect();
-    let streams: BTreeMap<String, Value> = o
+    let streams: BTreeMap<String, SimStream> = o
         .streams
         .iter()
         .map(|s| {
             (
                 s.name.clone(),
-                json!({
-                    "arrived": s.arrived,
-                    "delivered": s.delivered,
-                    "lost": s.lost,
-                    "capacity": s.capacity,
-                    "max_fill": s.max_fill,
-                    "paused_ns": s.paused_ns.0,
-                }),
+                SimStream {
+                    arrived: s.arrived,
+                    delivered: s.delivered,
+                    lost: s.lost,
+                    capacity: s.capacity,
+                    max_fill: s.max_fill,
+                    paused_ns: s.paused_ns,
+                },
             )
         })
         .collect();
-    let mut sim = json!({
-        "events": o.events,
-        "scheduler_picks": o.picks,
-        "tasks": tasks,
-        "streams": streams,
-        "trace_slices_dropped": o.trace_dropped,
-    });
     // Only when the interrupt-level queue overflowed, so records of runs
     // the CPU could serve are unchanged.
-    let dropped: BTreeMap<String, u64> = o
+    let interrupt_work_dropped: BTreeMap<String, u64> = o
         .sources
         .iter()
         .filter(|x| x.dropped > 0)
         .map(|x| (x.name.clone(), x.dropped))
         .collect();
-    if !dropped.is_empty() {
-        sim["interrupt_work_dropped"] = json!(dropped);
-    }
-    if let Some(m) = &o.multiprocessor {
-        sim["multiprocessor"] = json!({
-            "policy": m.policy,
-            "placement": m.placement,
-            "cpus": o.cpus.len(),
-            "migrations": m.migrations.iter().sum::<u64>(),
-            "task_migrations": m.task_migrations.iter().sum::<u64>(),
-        });
-    }
-    r.extra.insert("sim".into(), sim);
-    if !o.constraints.is_empty() {
-        let cs: BTreeMap<String, Value> = o
-            .constraints
-            .iter()
-            .map(|c| {
-                (
-                    c.name.clone(),
-                    json!({
-                        "asked_at_ns": c.asked_at.0,
-                        "window_start_ns": c.window_start.0,
-                        "deadline_ns": c.deadline.0,
-                        "estimate_ns": c.estimate.0,
-                        "granted": c.granted,
-                        "denied_because": c.denied_because,
-                        "received_ns": c.received.0,
-                        "completed_at_ns": c.completed_at.map(|t| t.0),
-                        "met_deadline": c.met_deadline,
-                    }),
-                )
-            })
-            .collect();
-        if let Some(Value::Object(m)) = r.extra.get_mut("sim") {
-            m.insert("constraints".into(), json!(cs));
-        }
-    }
+    let multiprocessor = o.multiprocessor.as_ref().map(|m| SimMultiprocessor {
+        policy: m.policy.to_string(),
+        placement: m.placement.map(str::to_string),
+        cpus: o.cpus.len() as u32,
+        migrations: m.migrations.iter().sum::<u64>(),
+        task_migrations: m.task_migrations.iter().sum::<u64>(),
+    });
+    let constraints: BTreeMap<String, SimConstraint> = o
+        .constraints
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                SimConstraint {
+                    asked_at_ns: c.asked_at,
+                    window_start_ns: c.window_start,
+                    deadline_ns: c.deadline,
+                    estimate_ns: c.estimate,
+                    granted: c.granted,
+                    denied_because: c.denied_because.clone(),
+                    received_ns: c.received,
+                    completed_at_ns: c.completed_at,
+                    met_deadline: c.met_deadline,
+                },
+            )
+        })
+        .collect();
+    let sim = SimSection {
+        events: o.events,
+        scheduler_picks: o.picks,
+        tasks,
+        streams,
+        trace_slices_dropped: o.trace_dropped,
+        interrupt_work_dropped,
+        multiprocessor,
+        constraints,
+    };
+    r.extra.insert(
+        "sim".into(),
+        serde_json::to_value(&sim).expect("plain data serializes"),
+    );
     let sum: BTreeMap<String, Value> = summary(o).into_iter().map(|(k, v)| (k, json!(v))).collect();
     r.extra.insert("summary".into(), json!(sum));
     if let Some(t) = timeline_json(o) {

@@ -4,13 +4,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use punctual_record::{Record, Source, Warning};
+use punctual_record::Record;
 use punctual_reserve::constraint::ConstraintRequest;
 use punctual_reserve::journal;
-use punctual_reserve::partition::Partition;
-use punctual_reserve::record::{self, Outcome};
+use punctual_reserve::record;
 use punctual_reserve::session;
-use punctual_reserve::{command, testapp, Mode, ReserveError, Spec};
+use punctual_reserve::{Mode, ReserveError, Spec};
 use punctual_units::{parse_ratio, Nanos};
 
 use crate::error::{CliError, CliResult};
@@ -100,8 +99,35 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-/// How long the test app runs without --duration.
-const TEST_APP_DURATION: Nanos = Nanos::from_secs(10);
+/// The loads beside the run, through the same worker as every verb's
+/// `--load`.
+struct Host {
+    specs: Vec<punctual_loads::LoadSpec>,
+    running: Option<punctual_loads::RunningLoads>,
+}
+
+impl session::Host for Host {
+    fn start_loads(&mut self, duration: Nanos) -> Result<(), ReserveError> {
+        self.running =
+            punctual_measure::loads::start(&self.specs, duration).map_err(|e| match e {
+                punctual_measure::MeasureError::Usage(m) => ReserveError::Refused(m),
+                punctual_measure::MeasureError::Runtime(m) => ReserveError::Failed(m),
+            })?;
+        Ok(())
+    }
+
+    fn finish_loads(&mut self, rec: &mut Record) {
+        punctual_measure::loads::finish(self.running.take(), &self.specs, rec);
+    }
+
+    fn now(&self) -> String {
+        crate::output::rfc3339_now()
+    }
+
+    fn note(&self, line: &str) {
+        eprintln!("{line}");
+    }
+}
 
 /// Who stops the test app's reserved thread at its budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -227,7 +253,7 @@ fn validate_one(
     // The test app waits for its constraint thread, so a deadline past the
     // run's end would stretch the run beyond what was asked.
     if let (Some(c), Some(text)) = (&constraint, &a.constraint) {
-        let run_for = a.duration.unwrap_or(TEST_APP_DURATION);
+        let run_for = a.duration.unwrap_or(session::TEST_APP_DURATION);
         if c.deadline > run_for {
             return Err(CliError::usage(format!(
                 "--constraint {text} ends {} after the start, later than the run's {run_for}{}: give --duration {} or more, or an earlier deadline",
@@ -296,207 +322,45 @@ pub fn run(a: Args) -> CliResult {
         });
     }
     let stop = crate::interrupt::stop_flag();
-    for line in session::restore_stale(&a.journal_dir) {
-        eprintln!("punctual reserve: {line}");
-    }
-    let mut jr = journal::create(&a.journal_dir).map_err(|e| {
-        CliError::usage(format!(
-            "cannot write the restore journal in {}: {e}",
-            a.journal_dir.display()
-        ))
-    })?;
-    let session::Prepared {
-        config: cfg,
-        sched_dir,
-        hrtick_before: hr,
-        hrtick_during: hr_now,
-        bandwidth: bw,
-        tick,
-        partition,
-        placed,
-        parts,
-        rd_baseline,
-        mut notes,
-        mut warnings,
-    } = session::prepare(
-        &mut jr,
-        session::Request {
-            spec: &spec,
-            several: &several,
+    let req = session::RunRequest {
+        spec,
+        several,
+        constraint,
+        enforce: a.enforce.map(|e| match e {
+            Enforce::Kernel => session::Enforce::Kernel,
+            Enforce::Thread => session::Enforce::Thread,
+        }),
+        settings: record::Settings {
             cpu: a.cpu,
             hrtick: a.hrtick,
-        },
-    )
-    .map_err(from_reserve)?;
-    let memlock = punctual_live::rt::lock_memory();
-    if let Err(e) = &memlock {
-        warnings.push(Warning::NoMemlock {
-            reason: e.to_string(),
-        });
-    }
-    let started_at = crate::output::rfc3339_now();
-    let mut rec = Record::new(
-        Source::Measured,
-        "reserve",
-        punctual_live::sysinfo::collect(),
-    );
-    rec.started_at = started_at;
-    let asked = a.duration.unwrap_or(TEST_APP_DURATION);
-    let thread_enforced = match a.enforce {
-        Some(Enforce::Thread) => true,
-        Some(Enforce::Kernel) => false,
-        None => hr_now.enforced_at_tick(),
-    };
-    rec.set_config("enforce", if thread_enforced { "thread" } else { "kernel" });
-    if thread_enforced && a.test_app {
-        notes.push(format!(
-            "the reserved thread stops itself once charged its budget (--enforce thread{}), as a precise enforcement would; --enforce kernel leaves it to the tick",
-            if a.enforce.is_none() { ", the default while HRTICK is not on" } else { "" }
-        ));
-    } else if a.test_app && hr_now.enforced_at_tick() {
-        notes.push("--enforce kernel: the kernel stops the reserved thread at the first tick after its budget and books the overrun as debt on the next period".into());
-    } else if !a.test_app && hr_now.enforced_at_tick() {
-        notes.push(format!(
-            "a command cannot stop itself: the kernel stops it at the first tick after its budget (overrun up to {}, repaid the next period), so choose a budget well above the tick",
-            tick.map(|t| t.to_string()).unwrap_or_else(|| "a tick".into())
-        ));
-    }
-    // A command without --duration runs as long as it likes: the load is
-    // stopped when it ends, whatever the bound given here.
-    let load_for = a.duration.unwrap_or(if a.test_app {
-        asked
-    } else {
-        Nanos::from_secs(24 * 3600)
-    });
-    let loads = punctual_measure::loads::start(&load_specs, load_for)?;
-    let result = if !several.is_empty() {
-        std::thread::scope(|sc| {
-            let handles: Vec<_> = placed
-                .iter()
-                .map(|p| {
-                    let part = parts.iter().find(|x| x.cpu == p.cpu);
-                    let cfg = testapp::Config {
-                        spec: several[p.index],
-                        threads: a.threads,
-                        duration: asked,
-                        gap_threshold: a.gap_threshold,
-                        max_periods_kept: 100_000,
-                        constraint: None,
-                        thread_enforced,
-                        task: format!("r{}", p.index + 1),
-                    };
-                    let stop = &stop;
-                    sc.spawn(move || testapp::run(&cfg, part, stop))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .zip(placed.iter().cloned())
-                .map(|(h, p)| {
-                    h.join()
-                        .unwrap_or_else(|_| {
-                            Err(punctual_reserve::ReserveError::Failed(
-                                "a test-app thread panicked".into(),
-                            ))
-                        })
-                        .map(|o| (p, o))
-                })
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map(Outcome::Several)
-    } else if a.test_app {
-        let tcfg = testapp::Config {
-            spec,
-            threads: a.threads,
-            duration: asked,
             gap_threshold: a.gap_threshold,
-            max_periods_kept: 100_000,
-            constraint,
-            thread_enforced,
-            task: testapp::RESERVED_TASK.into(),
-        };
-        testapp::run(&tcfg, partition.as_ref(), &stop).map(|o| Outcome::App(Box::new(o)))
-    } else {
-        command::run(
-            &command::Options {
-                spec: &spec,
-                argv: &a.command,
-                partition: partition.as_ref(),
-                duration: a.duration,
-                max_periods_kept: 100_000,
-                trace: true,
-                journal_dir: &a.journal_dir,
-            },
-            &stop,
-        )
-        .map(|o| Outcome::Cmd(Box::new(o)))
+            test_app: a.test_app,
+            threads: a.threads,
+            duration: a.duration,
+            asked: a.duration.unwrap_or(session::TEST_APP_DURATION),
+            constraint: a.constraint.clone(),
+            reserve: a.reserve.clone(),
+            command: a.command.clone(),
+            interrupted: false,
+        },
+        journal_dir: &a.journal_dir,
     };
-    punctual_measure::loads::finish(loads, &load_specs, &mut rec);
-    if memlock.is_ok() {
-        punctual_live::rt::unlock_memory();
-    }
-    // Reservations released less than a deadline ago still hold their
-    // bandwidth; the partition stays until the kernel has let it go (see
-    // kernel::wait_released: taking it down first corrupts the
-    // root-domain totals).
-    // Within one relative deadline a released reservation's bandwidth is
-    // back (its 0-lag time is at the latest its deadline).
-    let release_bound = several
-        .iter()
-        .chain(std::iter::once(&spec))
-        .map(|s| s.deadline)
-        .max()
-        .unwrap_or(spec.deadline)
-        + Nanos::from_ms(10);
-    let partitions: Vec<Partition> = partition.into_iter().chain(parts).collect();
-    let teardown = session::teardown(
-        &mut jr,
-        sched_dir.as_deref(),
-        &rd_baseline,
-        partitions,
-        release_bound,
-    );
-    warnings.extend(teardown.warnings());
-    let outcome = result.map_err(from_reserve)?;
-    let settings = record::Settings {
-        cpu: a.cpu,
-        hrtick: a.hrtick,
-        gap_threshold: a.gap_threshold,
-        test_app: a.test_app,
-        threads: a.threads,
-        duration: a.duration,
-        asked,
-        constraint: a.constraint.clone(),
-        reserve: a.reserve.clone(),
-        command: a.command.clone(),
-        interrupted: crate::interrupt::interrupted(&crate::interrupt::stop_flag()),
+    let mut host = Host {
+        specs: load_specs,
+        running: None,
     };
-    let facts = record::KernelFacts {
-        hrtick_before: hr,
-        hrtick_during: hr_now,
-        hz: cfg.hz,
-        bandwidth_at_start: bw,
-    };
-    let mut report = record::fill_record(&mut rec, &settings, &spec, &outcome, &facts);
-    report.teardown_wait = teardown.quiesce.clone();
-    report.root_domain_repair = teardown.repair.clone().ok().flatten();
-    report.notes = notes;
-    report.write_into(&mut rec);
-    rec.warnings.extend(warnings);
+    let done = session::run(&req, &mut host, &stop).map_err(from_reserve)?;
+    let rec = done.record;
     if let Some(p) = &a.json {
         crate::output::write_record(&rec, p)?;
     }
     let text = punctual_report::text::render(&rec).map_err(|e| CliError::runtime(e.to_string()))?;
     // A closed pipe (| head) must not turn a finished run into a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
-    if let Outcome::Cmd(c) = &outcome {
-        if let Some(code) = c.exit_code {
-            if code != 0 && !c.ended_by_us {
-                return Err(CliError::runtime(format!(
-                    "the command exited with status {code}"
-                )));
-            }
-        }
+    if let Some(code) = done.command_failed {
+        return Err(CliError::runtime(format!(
+            "the command exited with status {code}"
+        )));
     }
     Ok(())
 }

@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use punctual_record::write_atomic;
-use punctual_sim::{
-    parse_set, summary, sweep_values, to_record, trace_json, Outcome, RunOptions, Scenario,
-};
+use punctual_sim::{parse_set, summary, sweep_values, to_record, trace_json, RunOptions, Scenario};
 use punctual_units::Nanos;
 
 use crate::error::{CliError, CliResult};
@@ -122,18 +120,11 @@ pub fn run(args: Args) -> CliResult {
     let wall = Instant::now();
     let out = punctual_sim::run(&scn, &run_opts, Some(&stop))
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let secs = wall.elapsed().as_secs_f64();
-    print_summary(&scn, &out, secs);
+    let wall = wall.elapsed();
     let record = to_record(&scn, &out, &sets);
-    // The record writer's own warning (histograms coarsened to bound it)
-    // comes after the run's, which print_summary showed.
-    for w in &record.warnings {
-        if let punctual_record::Warning::Other { message } = w {
-            if message.contains("to bound the record") {
-                eprintln!("warning: {message}");
-            }
-        }
-    }
+    let (text, warnings) = punctual_report::text::simulate::summary(&record, Some(wall));
+    print!("{text}");
+    eprint!("{warnings}");
     crate::output::write_json(&record, &args.json)?;
     if let Some(p) = &args.trace {
         write_atomic(p, trace_json(&out).as_bytes())
@@ -168,183 +159,6 @@ fn from_record(path: &Path) -> Result<String, CliError> {
         eprintln!("note: {n}");
     }
     Ok(built.toml)
-}
-
-fn us(n: Nanos) -> String {
-    format!("{:.1}", n.0 as f64 / 1e3)
-}
-
-fn print_summary(scn: &Scenario, o: &Outcome, wall_s: f64) {
-    println!(
-        "scenario {}  seed {}  simulated {}{}  clock {}",
-        scn.file,
-        o.seed,
-        o.ended_at,
-        if o.interrupted { " (interrupted)" } else { "" },
-        o.clock
-    );
-    if let Some(d) = &scn.spec.sim.description {
-        println!("  {d}");
-    }
-    println!(
-        "{} events in {:.3} s of wall time ({:.1} M events/s)",
-        o.events,
-        wall_s,
-        o.events as f64 / wall_s.max(1e-9) / 1e6
-    );
-    // A task whose every job was aborted still has a row.
-    let rows: Vec<_> = o
-        .tasks
-        .iter()
-        .filter(|t| t.jobs > 0 || t.aborted.is_some_and(|a| a > 0))
-        .collect();
-    if !rows.is_empty() {
-        println!(
-            "\n{:<18} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "task",
-            "jobs",
-            "missed",
-            "preempt",
-            "lat p50us",
-            "lat p99us",
-            "lat max us",
-            "int p99us",
-            "int max us"
-        );
-        for t in &rows {
-            println!(
-                "{:<18} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
-                t.name,
-                t.jobs,
-                t.deadline_misses + t.backlog_lost,
-                t.preemptions,
-                us(t.latency.quantile(0.5)),
-                us(t.latency.quantile(0.99)),
-                us(t.latency.max()),
-                us(t.interval.quantile(0.99)),
-                us(t.interval.max()),
-            );
-        }
-        let aborted: Vec<String> = rows
-            .iter()
-            .filter_map(|t| t.aborted.map(|a| format!("{} {a}", t.name)))
-            .collect();
-        if !aborted.is_empty() {
-            // Under sim.on_miss = "abort" only; `missed` above includes them.
-            println!("jobs aborted at their deadline: {}", aborted.join(", "));
-        }
-    }
-    if let Some(m) = &o.multiprocessor {
-        println!(
-            "\n{} scheduling on {} CPUs{}",
-            m.policy,
-            o.cpus.len(),
-            m.placement
-                .map(|p| format!(", {p} placement"))
-                .unwrap_or_default()
-        );
-        if m.placement.is_some() {
-            let places: Vec<String> = o
-                .tasks
-                .iter()
-                .map(|t| format!("{} cpu{}", t.name, t.cpu))
-                .collect();
-            println!("placed: {}", places.join(", "));
-        } else {
-            println!(
-                "migrations: {} (a preempted job resumed on another CPU); task migrations: {} (a job started on another CPU than its task last ran on)",
-                m.migrations.iter().sum::<u64>(),
-                m.task_migrations.iter().sum::<u64>()
-            );
-        }
-    }
-    if !o.period_totals.is_empty() {
-        println!(
-            "\n{:<18} {:>7} {:>8} {:>8} {:>7} {:>12} {:>12} {:>8}",
-            "reservation",
-            "kind",
-            "periods",
-            "misses",
-            "miss%",
-            "requested us",
-            "received us",
-            "stolen%"
-        );
-        for p in &o.period_totals {
-            let k = p.periods.max(1);
-            println!(
-                "{:<18} {:>7} {:>8} {:>8} {:>7.2} {:>12} {:>12} {:>8.2}",
-                p.task,
-                p.kind,
-                p.periods,
-                p.misses,
-                p.misses as f64 * 100.0 / k as f64,
-                us(p.requested / k),
-                us(p.received / k),
-                p.stolen.0 as f64 * 100.0 / (p.received.0 + p.stolen.0).max(1) as f64
-            );
-        }
-    }
-    if !o.streams.is_empty() {
-        println!(
-            "\n{:<18} {:>10} {:>10} {:>10} {:>8} {:>9}",
-            "stream", "arrived", "delivered", "lost", "loss%", "paused%"
-        );
-        for s in &o.streams {
-            println!(
-                "{:<18} {:>10} {:>10} {:>10} {:>8.3} {:>9.2}",
-                s.name,
-                s.arrived,
-                s.delivered,
-                s.lost,
-                s.lost as f64 * 100.0 / (s.lost + s.arrived).max(1) as f64,
-                s.paused_ns.0 as f64 * 100.0 / o.ended_at.0.max(1) as f64
-            );
-        }
-    }
-    for (c, s) in o.cpus.iter().enumerate() {
-        println!(
-            "\ncpu{c}: stolen {} ({:.3}%) in {} intervals, longest {}",
-            s.total,
-            s.total.0 as f64 * 100.0 / o.ended_at.0.max(1) as f64,
-            s.intervals,
-            s.max
-        );
-        let mut src: Vec<_> = o
-            .sources
-            .iter()
-            .filter(|x| x.cpu as usize == c && x.count > 0)
-            .collect();
-        src.sort_by(|a, b| b.total.cmp(&a.total).then(a.name.cmp(&b.name)));
-        for x in src.iter().take(8) {
-            println!(
-                "  {:<10} {:<24} {:>9} x  total {:>12}  max {:>10}",
-                x.kind, x.name, x.count, x.total, x.max
-            );
-        }
-    }
-    if !o.constraints.is_empty() {
-        println!("\nconstraint             window                 estimate  answer");
-    }
-    for c in &o.constraints {
-        let answer = match (&c.denied_because, c.completed_at) {
-            (Some(why), _) => format!("denied: {why}"),
-            (None, Some(t)) => format!(
-                "granted, done at {t}{}",
-                if c.met_deadline { "" } else { " (late)" }
-            ),
-            (None, None) => format!("granted, received {} so far", c.received),
-        };
-        println!(
-            "{:<22} {:<22} {:>8}  {answer}",
-            c.name,
-            format!("[{}, {})", c.window_start, c.deadline),
-            c.estimate.to_string()
-        );
-    }
-    for w in &o.warnings {
-        eprintln!("warning: {w}");
-    }
 }
 
 fn sweep(

@@ -788,3 +788,48 @@ fn sysinfo_warnings_go_to_standard_error() {
         eprintln!("this machine gave no warning; only standard output was checked");
     }
 }
+
+/// The records `validate --records` keeps (each load's timer and noise
+/// record, from which `forecast` reruns it) state the C-states its phases
+/// ran under, the same hold its `--json` reports, so a forecast rerun from
+/// one of them knows what the consumer met.
+#[test]
+fn validate_records_state_the_c_states_they_were_measured_under() {
+    if !is_root() {
+        eprintln!("skipped: validate needs SCHED_FIFO (root)");
+        return;
+    }
+    let _live = live();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let recs = dir.path().join("recs");
+    std::fs::create_dir(&recs).unwrap();
+    let v = dir.path().join("v.json");
+    let out = punctual()
+        .args([
+            "validate",
+            "--cpu",
+            "0",
+            "--duration",
+            "1s",
+            "--rounds",
+            "1",
+        ])
+        .args(["--load", "none", "--dma-latency", "0", "--records"])
+        .arg(&recs)
+        .arg("--json")
+        .arg(&v)
+        .env("PUNCTUAL_RUN_DIR", &run)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = read_json(&v)["c_states"].clone();
+    assert!(
+        said.get("dma_latency_us").is_some(),
+        "validate's --json says which C-state bound it asked for: {said}"
+    );
+    for name in ["timer-none.json", "noise-none.json"] {
+        let rec = read_json(&recs.join(name));
+        assert_eq!(rec["config"]["c_states"], said, "{name}");
+    }
+}

@@ -267,7 +267,7 @@ fn cases() -> Vec<Case> {
         &[],
     ));
     v.push(case(
-        "report-rsim-text-refused",
+        "report-rsim-text",
         &["report", RSIM, "--format", "text"],
         &[],
     ));

@@ -196,3 +196,100 @@ fn an_unknown_scheduler_or_a_constraint_outside_plan_mode_is_a_located_usage_err
         .code(2)
         .stderr(predicate::str::contains("bad.toml:6:").and(predicate::str::contains("plan")));
 }
+
+/// What `simulate` printed, as `report --format text` prints it from the
+/// saved record: standard output, then the warnings from standard error.
+/// Only the wall time is the verb's alone (a simulated record is the same
+/// bytes on every run), so its clause is cut from the events line.
+fn printed_without_wall_time(stdout: &str, stderr: &str) -> String {
+    let mut out = String::new();
+    for l in stdout.lines() {
+        match l.split_once(" events in ") {
+            Some((n, rest)) if rest.contains(" s of wall time (") => {
+                out.push_str(n);
+                out.push_str(" events");
+            }
+            _ => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    for l in stderr.lines().filter(|l| l.starts_with("warning: ")) {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn report_text_of_a_simulate_record_prints_what_simulate_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs: Vec<(String, Vec<String>)> = Vec::new();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(scenario(""))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10, "the scenarios directory: {names:?}");
+    for p in &names {
+        runs.push((
+            p.display().to_string(),
+            vec!["--duration".into(), "2s".into()],
+        ));
+    }
+    // Late jobs aborted (the aborted line), partitioned placement (the
+    // placed line) and an overridden field: the scenario as run, not as
+    // written.
+    for (scn, extra) in [
+        ("softmodem-mttf.toml", "sim.on_miss=abort"),
+        ("multiprocessor-edf.toml", "sim.multiprocessor=partitioned"),
+        ("rez-network.toml", "task.t2.reserve.kind=rez-c"),
+    ] {
+        runs.push((
+            scenario(scn).display().to_string(),
+            vec![
+                "--duration".into(),
+                "1s".into(),
+                "--set".into(),
+                extra.into(),
+            ],
+        ));
+    }
+    let mut checked = 0;
+    for (i, (scn, extra)) in runs.iter().enumerate() {
+        let json = dir.path().join(format!("r{i}.json"));
+        let sim = punctual()
+            .arg("simulate")
+            .arg(scn)
+            .args(extra)
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(
+            sim.status.success(),
+            "{scn} {extra:?}: {}",
+            String::from_utf8_lossy(&sim.stderr)
+        );
+        let want = printed_without_wall_time(
+            &String::from_utf8(sim.stdout).unwrap(),
+            &String::from_utf8(sim.stderr).unwrap(),
+        );
+        assert!(want.contains(" events\n"), "{scn}: {want}");
+        let rep = punctual()
+            .arg("report")
+            .arg(&json)
+            .args(["--format", "text"])
+            .output()
+            .unwrap();
+        assert!(
+            rep.status.success(),
+            "{scn}: {}",
+            String::from_utf8_lossy(&rep.stderr)
+        );
+        let got = String::from_utf8(rep.stdout).unwrap();
+        assert_eq!(got, want, "{scn} {extra:?}");
+        checked += 1;
+    }
+    assert_eq!(checked, runs.len());
+}

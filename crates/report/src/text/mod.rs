@@ -12,6 +12,7 @@ pub mod monitor;
 pub mod platform;
 pub mod probe;
 pub mod reserve;
+pub mod simulate;
 pub mod summary;
 pub mod validate;
 pub mod verdict;
@@ -24,7 +25,7 @@ use crate::ReportError;
 /// What the verb that made `rec` printed: its standard output followed by
 /// the warnings block it printed on standard error (`timer`, `noise`).
 /// Records of the probe verbs (`timer`, `noise`, `cause`), `sysinfo`,
-/// `load`, `reserve` and `watch` are rendered; others are refused with one sentence.
+/// `load`, `reserve`, `watch` and `simulate` are rendered; others are refused with one sentence.
 pub fn render(rec: &Record) -> Result<String, ReportError> {
     let (mut out, warnings) = render_split(rec)?;
     out.push_str(&warnings);
@@ -69,9 +70,14 @@ pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
             out.push_str(&reserve::summary(rec));
             out.push_str(&load::load_lines(rec));
         }
+        "simulate" => {
+            let (o, w) = simulate::summary(rec, None);
+            out.push_str(&o);
+            warnings.push_str(&w);
+        }
         other => {
             return Err(ReportError::Input(format!(
-                "--format text renders records of timer, noise, cause, sysinfo, load, reserve and watch; this one is of '{other}'"
+                "--format text renders records of timer, noise, cause, sysinfo, load, reserve, watch and simulate; this one is of '{other}'"
             )))
         }
     }
@@ -113,9 +119,9 @@ mod tests {
 
     #[test]
     fn a_record_of_a_verb_without_text_is_refused_by_name() {
-        let rec = Record::new(Source::Simulated, "simulate", Platform::default());
+        let rec = Record::new(Source::Measured, "validate", Platform::default());
         let e = render(&rec).unwrap_err().to_string();
-        assert!(e.contains("'simulate'"), "{e}");
+        assert!(e.contains("'validate'"), "{e}");
     }
 
     #[test]
