@@ -53,9 +53,6 @@ pub fn run(
     };
     let ties_by_ready = scn.edf_ties_by_ready()?;
     if let Some(mode) = multi::mode(scn)? {
-        if abort && mode == multi::Mode::Global {
-            return Err(refuse_abort("with sim.multiprocessor = \"global\""));
-        }
         if ties_by_ready && mode == multi::Mode::Global {
             return Err(refuse_ties("with sim.multiprocessor = \"global\""));
         }
