@@ -37,9 +37,10 @@ milliseconds waits for a CPU, and for the disk when the record is synced,
 as long as it computes, which says nothing about either simulator.
 
 With --late continue, late jobs run on instead (SimSo's abort_on_miss =
-False, punctual's default) and punctual orders equal EDF deadlines as
-SimSo does (sim.edf_ties = "ready"); there a job can wait behind its own
-predecessor, and the tie rule decides which of two equal deadlines runs.
+False, punctual's default) and punctual orders equal EDF deadlines and
+equal priorities as SimSo does (sim.edf_ties = "ready", sim.priority_ties
+= "ready"); there a job can wait behind its own predecessor, and the tie
+rule decides which of two equal deadlines or priorities runs.
 
 Usage: compare.py WORKDIR PUNCTUAL_BIN SIMSO_PYTHON [--rounds R]
        [--seeds N] [--first-seed S] [--duration-s D]
@@ -69,7 +70,7 @@ def punctual(binary, toml, duration=None, late="abort"):
     out = toml + ".out.json"
     cmd = [binary, "simulate", toml, "--json", out]
     cmd += (["--set", "sim.on_miss=abort"] if late == "abort"
-            else ["--set", "sim.edf_ties=ready"])
+            else ["--set", "sim.edf_ties=ready", "--set", "sim.priority_ties=ready"])
     if duration:
         cmd += ["--duration", duration]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -131,7 +132,8 @@ def main():
             sys.exit(f"compare.py: unknown argument {k!r}")
     long = f"{duration_s * 100}s"
     how = ("aborted at the deadline" if late == "abort" else
-           "run on, EDF ties by readiness (sim.edf_ties = \"ready\")")
+           "run on, ties by readiness (sim.edf_ties and sim.priority_ties "
+           "= \"ready\")")
     print(f"{seeds} sets x ({', '.join(p.upper() for p in policies)}), "
           f"{duration_s} s simulated, late jobs "
           f"{how}; totals SimSo/punctual; speed in CPU time, medians of "

@@ -11,7 +11,8 @@
 # parse nor output), and `proc`, punctual's whole process over a 100x
 # longer run; then the minimum and median of each.
 # LATE = continue lets late jobs run on instead (SimSo's abort_on_miss =
-# False) with punctual's sim.edf_ties = "ready", SimSo's tie rule.
+# False) with punctual's sim.edf_ties and sim.priority_ties = "ready",
+# SimSo's tie rules.
 # Usage: bench/simso/compare.sh [ROUNDS] [SEEDS] [DURATION_S] [LATE]
 #        (defaults 3, 20, 2, abort; ROUNDS 0 compares outcomes only)
 set -euo pipefail
