@@ -19,20 +19,28 @@ those out).
 
 Outcomes: per task releases, completed jobs, deadline misses, aborted
 jobs and preemptions; a run is `same` when every figure of every task
-agrees. Speed: job events (releases + completions) per CPU second, SimSo
-timed around run_model() alone and punctual as the whole process
-(parsing and record writing included, from its rusage) over a 100x
-longer run, so that process start does not dominate; rounds alternate the
-two tools and the ratio of the medians is printed per run, with the
-minimum and median over the runs. CPU time rather than wall time: on a
-shared machine a run of a few milliseconds waits for a CPU, and for the
-disk when the record is synced, as long as it computes, which says
-nothing about either simulator.
+agrees. Speed, two ratios of job events (releases + completions) per CPU
+second, rounds alternating the two tools, ratio of the medians per run,
+then the minimum and median over the runs:
+- `sim`: like for like, the same 2 s run on both sides, each timed around
+  its simulation alone in the same process: SimSo around run_model()
+  (model construction excluded) with time.process_time(); punctual around
+  punctual_sim::run (building the machine and tasks from the parsed
+  scenario, the event loop and the outcome; not the process start, the
+  scenario parse or the record), with the same clock
+  (CLOCK_PROCESS_CPUTIME_ID), the "s of CPU" its summary prints.
+- `proc`: punctual as the whole process (start, parse and record writing
+  included, from its rusage) over a 100x longer run, so that process
+  start does not dominate, against the same SimSo run_model() time.
+CPU time rather than wall time: on a shared machine a run of a few
+milliseconds waits for a CPU, and for the disk when the record is synced,
+as long as it computes, which says nothing about either simulator.
 
 With --late continue, late jobs run on instead (SimSo's abort_on_miss =
-False, punctual's default) and punctual orders equal EDF deadlines as
-SimSo does (sim.edf_ties = "ready"); there a job can wait behind its own
-predecessor, and the tie rule decides which of two equal deadlines runs.
+False, punctual's default) and punctual orders equal EDF deadlines and
+equal priorities as SimSo does (sim.edf_ties = "ready", sim.priority_ties
+= "ready"); there a job can wait behind its own predecessor, and the tie
+rule decides which of two equal deadlines or priorities runs.
 
 Usage: compare.py WORKDIR PUNCTUAL_BIN SIMSO_PYTHON [--rounds R]
        [--seeds N] [--first-seed S] [--duration-s D]
@@ -42,6 +50,7 @@ Exit status 1 when any outcome differs.
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -56,18 +65,25 @@ POLICIES = ("edf", "rm")
 
 def punctual(binary, toml, duration=None, late="abort"):
     """CPU time (user + system, from the child's rusage) of the whole
-    process, and its per-task outcomes."""
+    process, CPU time of the simulation alone (from its summary), and its
+    per-task outcomes."""
     out = toml + ".out.json"
     cmd = [binary, "simulate", toml, "--json", out]
     cmd += (["--set", "sim.on_miss=abort"] if late == "abort"
-            else ["--set", "sim.edf_ties=ready"])
+            else ["--set", "sim.edf_ties=ready", "--set", "sim.priority_ties=ready"])
     if duration:
         cmd += ["--duration", duration]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True)
+    text = p.stdout.read()
     _, status, ru = os.wait4(p.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"compare.py: {' '.join(cmd)} failed")
-    return ru.ru_utime + ru.ru_stime, json.load(open(out))["extra"]["sim"]["tasks"]
+    m = re.search(r"of wall time, ([0-9.]+) s of CPU", text)
+    if not m:
+        sys.exit(f"compare.py: no simulation CPU time in the summary of {' '.join(cmd)}")
+    return (ru.ru_utime + ru.ru_stime, float(m.group(1)),
+            json.load(open(out))["extra"]["sim"]["tasks"])
 
 
 def simso(py, js, policy, late="abort"):
@@ -116,15 +132,18 @@ def main():
             sys.exit(f"compare.py: unknown argument {k!r}")
     long = f"{duration_s * 100}s"
     how = ("aborted at the deadline" if late == "abort" else
-           "run on, EDF ties by readiness (sim.edf_ties = \"ready\")")
+           "run on, ties by readiness (sim.edf_ties and sim.priority_ties "
+           "= \"ready\")")
     print(f"{seeds} sets x ({', '.join(p.upper() for p in policies)}), "
           f"{duration_s} s simulated, late jobs "
-          f"{how}; totals SimSo/punctual; speed: punctual "
-          f"over {long}, CPU time, medians of {rounds} alternating rounds")
+          f"{how}; totals SimSo/punctual; speed in CPU time, medians of "
+          f"{rounds} alternating rounds: sim = both simulations alone over "
+          f"{duration_s} s, proc = punctual's whole process over {long}")
     print(f"{'set':16} {'pol':3} {'jobs':>13} {'misses':>11} {'aborted':>11} "
-          f"{'preempt':>13} same  {'ratio':>8}")
+          f"{'preempt':>13} same  {'sim':>7} {'proc':>7}")
     all_same = True
     ratios = {p: [] for p in POLICIES}
+    sim_ratios = {p: [] for p in POLICIES}
     for seed in range(first, first + seeds):
         n, u, tasks = draw(seed)
         for policy in policies:
@@ -134,16 +153,16 @@ def main():
                   f"{policy.upper()} {n} tasks, UUniFast U={u} seed {seed}",
                   policy)
             js, toml = f"{work}/{stem}.json", f"{work}/{stem}.toml"
-            s_cpu, p_cpu = [], []
+            s_cpu, p_cpu, p_sim = [], [], []
             st = pt = None
             ev_long = 0
             for r in range(max(rounds, 1)):
                 sw, st = simso(py, js, policy, late)
                 s_cpu.append(sw)
-                if r == 0:
-                    _, pt = punctual(binary, toml, late=late)
+                _, ps, pt = punctual(binary, toml, late=late)
+                p_sim.append(ps)
                 if rounds > 0:
-                    pw, lt = punctual(binary, toml, long, late)
+                    pw, _, lt = punctual(binary, toml, long, late)
                     p_cpu.append(pw)
                     ev_long = job_events(lt)
             diff = [(t, f, st[t][f], pt[t].get(f, 0)) for t in st
@@ -155,25 +174,28 @@ def main():
                 rs = job_events(st) / statistics.median(s_cpu)
                 rl = ev_long / statistics.median(p_cpu)
                 ratios[policy].append(rl / rs)
-                ratio = f"{rl / rs:,.0f}x"
+                rp = job_events(pt) / statistics.median(p_sim)
+                sim_ratios[policy].append(rp / rs)
+                ratio = f"{rp / rs:,.0f}x {rl / rs:>7,.0f}x"
             tot = {f: (sum(st[t][f] for t in st), sum(pt[t].get(f, 0) for t in st))
                    for f in FIELDS}
             cols = " ".join(
                 f"{'%d/%d' % tot[f]:>{13 if f in ('jobs', 'preemptions') else 11}}"
                 for f in ("jobs", "deadline_misses", "aborted", "preemptions"))
             print(f"{name:16} {policy:3} {cols} {'yes' if same else 'NO ':4} "
-                  f"{ratio:>8}", flush=True)
+                  f"{ratio:>15}", flush=True)
             for t, f, a, b in diff[:8]:
                 print(f"    {t}.{f}: simso {a} punctual {b}")
     if rounds > 0:
-        every = ratios["edf"] + ratios["rm"]
-        for label, r in (("EDF", ratios["edf"]), ("RM", ratios["rm"]),
-                         ("all", every)):
-            if not r:
-                continue
-            print(f"{label:3} speed vs SimSo (job events/s): minimum "
-                  f"{min(r):,.0f}x, median {statistics.median(r):,.0f}x "
-                  f"over {len(r)} runs")
+        for what, rr in (("sim", sim_ratios), ("proc", ratios)):
+            every = rr["edf"] + rr["rm"]
+            for label, r in (("EDF", rr["edf"]), ("RM", rr["rm"]),
+                             ("all", every)):
+                if not r:
+                    continue
+                print(f"{label:3} speed vs SimSo (job events/s, {what:4}): "
+                      f"minimum {min(r):,.0f}x, median "
+                      f"{statistics.median(r):,.0f}x over {len(r)} runs")
     print("\nall outcomes identical:", "yes" if all_same else "NO")
     sys.exit(0 if all_same else 1)
 

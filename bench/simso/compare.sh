@@ -4,11 +4,15 @@
 # utilization 0.5 to 1.2, each under EDF and rate monotonic, late jobs
 # aborted at their deadline (SimSo's default, sim.on_miss = "abort").
 # Per run: totals of jobs / misses / aborted / preemptions side by side,
-# whether every task agrees, and the speed ratio in job events per second
-# in CPU time (alternating rounds, medians); then the minimum and median
-# ratio.
+# whether every task agrees, and two speed ratios in job events per CPU
+# second (alternating rounds, medians): `sim`, both simulations of the same
+# run timed alone in-process (SimSo around run_model(), punctual around its
+# simulation, the "s of CPU" of its summary; neither's process start,
+# parse nor output), and `proc`, punctual's whole process over a 100x
+# longer run; then the minimum and median of each.
 # LATE = continue lets late jobs run on instead (SimSo's abort_on_miss =
-# False) with punctual's sim.edf_ties = "ready", SimSo's tie rule.
+# False) with punctual's sim.edf_ties and sim.priority_ties = "ready",
+# SimSo's tie rules.
 # Usage: bench/simso/compare.sh [ROUNDS] [SEEDS] [DURATION_S] [LATE]
 #        (defaults 3, 20, 2, abort; ROUNDS 0 compares outcomes only)
 set -euo pipefail

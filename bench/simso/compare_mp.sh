@@ -3,14 +3,18 @@
 # multiprocessor task sets, 2 to 8 CPUs, under global EDF and partitioned
 # EDF (first-fit, largest utilization first): per-task jobs, misses,
 # preemptions, migrations and task migrations must be identical; with
-# ROUNDS > 0, the speed ratio in job events per second (alternating rounds,
-# medians), minimum and median over the sets.
-# Usage: bench/simso/compare_mp.sh [ROUNDS] [SEEDS] [DURATION_MS]
-#        (defaults 3, 20, 2000)
+# ROUNDS > 0, two speed ratios in job events per CPU second (alternating
+# rounds, medians; `sim` both simulations timed alone in-process on the
+# same run, `proc` punctual's whole process over a 100x longer run),
+# minimum and median over the sets.
+# LATE = abort aborts late jobs at their deadline on both sides (SimSo's
+# default, punctual's sim.on_miss = "abort").
+# Usage: bench/simso/compare_mp.sh [ROUNDS] [SEEDS] [DURATION_MS] [LATE]
+#        (defaults 3, 20, 2000, continue)
 set -euo pipefail
 source "$(dirname "$0")/_setup.sh"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 python3 bench/simso/gen_mp.py "$WORK" --seeds "${2:-20}" --duration-ms "${3:-2000}"
 "$VENV/bin/python" -c 'import simso; print("simso", simso.__version__)' 2>/dev/null || true
-python3 bench/simso/compare_mp.py "$WORK" "$CARGO_TARGET_DIR/release/punctual" "$VENV/bin/python" "${1:-3}"
+python3 bench/simso/compare_mp.py "$WORK" "$CARGO_TARGET_DIR/release/punctual" "$VENV/bin/python" "${1:-3}" "${4:-continue}"

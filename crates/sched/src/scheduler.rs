@@ -518,11 +518,14 @@ impl Scheduler {
         self.next_seq()
     }
 
-    /// [`Scheduler::on_release`] for an EDF thread whose new job ranks
-    /// among equal deadlines by `order` (from
-    /// [`Scheduler::take_ready_order`]) rather than keeping the place the
-    /// thread had while it stayed runnable: SimSo's tie rule, where a job
-    /// queued behind its predecessor becomes ready when that one ends.
+    /// [`Scheduler::on_release`] for a thread whose new job ranks among
+    /// equal deadlines (EDF) or equal priorities (fixed priority) by
+    /// `order` (from [`Scheduler::take_ready_order`]) rather than keeping
+    /// the place the thread had while it stayed runnable: SimSo's tie
+    /// rule, where a job queued behind its predecessor becomes ready when
+    /// that one ends. A fixed-priority thread that was running is no
+    /// longer the one that keeps the CPU against its equals: its new job
+    /// is not the job that ran.
     pub fn on_release_in_order(
         &mut self,
         _now: Nanos,
@@ -533,6 +536,23 @@ impl Scheduler {
         let Some(th) = self.threads.get(t) else {
             return;
         };
+        if th.band == Band::Fixed {
+            if th.runnable {
+                self.set_runnable(t, false);
+            }
+            let th = &mut self.threads[t];
+            if let Some(d) = deadline {
+                th.deadline = d;
+            }
+            th.ready_seq = order;
+            if th.waiting_on.is_none() {
+                self.set_runnable(t, true);
+            }
+            if self.current == Some(t) {
+                self.current = None;
+            }
+            return;
+        }
         if th.band != Band::Edf {
             return self.on_release(_now, t, deadline);
         }

@@ -141,9 +141,11 @@ impl Sim {
                     t.kind == TaskKind::Periodic && t.period.is_some() && t.deadline == t.period;
             }
         }
-        if scn.edf_ties_by_ready()? {
-            for t in &mut sim.tasks {
-                t.ties_by_ready = t.edf;
+        let (edf_ready, fixed_ready) = (scn.edf_ties_by_ready()?, scn.priority_ties_by_ready()?);
+        if edf_ready || fixed_ready {
+            for (t, spec) in sim.tasks.iter_mut().zip(&f.task) {
+                let fixed = !t.edf && !t.stats.reserved && spec.priority.is_some();
+                t.ties_by_ready = (edf_ready && t.edf) || (fixed_ready && fixed);
             }
         }
         sim.build_timers(&cx, &task_names)?;

@@ -137,8 +137,9 @@ pub(crate) struct Task {
     /// the next release, at the same instant, so it is kept here instead
     /// (see [`Sim::queue_deadline`]).
     pub(crate) fuse_deadline: bool,
-    /// `sim.edf_ties = "ready"` (an EDF task): a job queued behind its
-    /// predecessor takes a new ready order when the predecessor ends.
+    /// `sim.edf_ties = "ready"` (an EDF task) or `sim.priority_ties =
+    /// "ready"` (a fixed-priority one): a job queued behind its predecessor
+    /// takes a new ready order when the predecessor ends.
     pub(crate) ties_by_ready: bool,
     /// The kept deadline event: the job's nominal release and the sequence
     /// number its queue key would have had.

@@ -44,18 +44,21 @@ pub fn run(
             format!("sim.on_miss = \"abort\" is not supported {where_}; use \"continue\""),
         )
     };
+    // The first of the two tie rules asking for "ready" is named.
+    let (ties_key, ties_field) = if scn.edf_ties_by_ready()? {
+        ("edf_ties", &f.sim.edf_ties)
+    } else {
+        ("priority_ties", &f.sim.priority_ties)
+    };
     let refuse_ties = |where_: &str| {
-        let span = f.sim.edf_ties.as_ref().map(|s| s.span()).unwrap_or(0..0);
+        let span = ties_field.as_ref().map(|s| s.span()).unwrap_or(0..0);
         scn.error_at(
             span,
-            format!("sim.edf_ties = \"ready\" is not supported {where_}; use \"task\""),
+            format!("sim.{ties_key} = \"ready\" is not supported {where_}; use \"task\""),
         )
     };
-    let ties_by_ready = scn.edf_ties_by_ready()?;
+    let ties_by_ready = scn.edf_ties_by_ready()? || scn.priority_ties_by_ready()?;
     if let Some(mode) = multi::mode(scn)? {
-        if abort && mode == multi::Mode::Global {
-            return Err(refuse_abort("with sim.multiprocessor = \"global\""));
-        }
         if ties_by_ready && mode == multi::Mode::Global {
             return Err(refuse_ties("with sim.multiprocessor = \"global\""));
         }

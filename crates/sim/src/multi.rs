@@ -427,6 +427,13 @@ struct GlobalSim {
     /// Next release of each task, earliest first, then in the order they
     /// were made (SimSo's event order).
     releases: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
+    /// Under `sim.on_miss = "abort"`: each job's deadline, when it is
+    /// dropped if unfinished, earliest first, then in the order they were
+    /// made (SimSo starts a job's deadline timer as it makes the job, so
+    /// before the task's next release, which the same instant made just
+    /// after); with the job's release. Empty otherwise.
+    deadlines: BinaryHeap<Reverse<(Nanos, u64, usize, Nanos)>>,
+    abort_on_miss: bool,
     /// Counts releases and dispatches as they are made: the order of
     /// events due at one instant.
     seq: u64,
@@ -523,7 +530,7 @@ impl GlobalSim {
                     deadline_misses: 0,
                     preemptions: 0,
                     backlog_lost: 0,
-                    aborted: None,
+                    aborted: scn.abort_on_miss()?.then_some(0),
                     reserved: false,
                     rez_kind: None,
                     need: None,
@@ -554,6 +561,8 @@ impl GlobalSim {
             waiting_buf: Vec::new(),
             slots_buf: Vec::new(),
             releases,
+            deadlines: BinaryHeap::new(),
+            abort_on_miss: scn.abort_on_miss()?,
             events: 0,
             picks: 0,
             spike_threshold: f
@@ -584,7 +593,8 @@ impl GlobalSim {
         loop {
             let next_rel = self.releases.peek().map(|r| r.0 .0);
             let next_done = (0..self.cpus.len()).filter_map(|c| self.done_at(c)).min();
-            let Some(t) = [next_rel, next_done].into_iter().flatten().min() else {
+            let next_dl = self.deadlines.peek().map(|d| d.0 .0);
+            let Some(t) = [next_rel, next_done, next_dl].into_iter().flatten().min() else {
                 break;
             };
             // The window is [0, end): what happens at the end itself is
@@ -618,6 +628,19 @@ impl GlobalSim {
                 });
             }
             self.done_buf = done;
+            // Then the deadlines due now, after the completions: a job that
+            // ends exactly at its deadline is on time, as in the event
+            // engine (and in SimSo, whose deadline timer finds it done).
+            while let Some(&Reverse((dt, seq, ti, nominal))) = self.deadlines.peek() {
+                if dt != t {
+                    break;
+                }
+                self.deadlines.pop();
+                if let Some(cpu) = self.abort(ti, nominal) {
+                    let queued = self.tasks[ti].active.then_some(ti);
+                    self.asks.push(Ask::Done { cpu, seq, queued });
+                }
+            }
             while let Some(&Reverse((rt, seq, ti))) = self.releases.peek() {
                 if rt != t {
                     break;
@@ -645,6 +668,11 @@ impl GlobalSim {
     fn release(&mut self, ti: usize) -> bool {
         let now = self.now;
         self.seq += 1;
+        if self.abort_on_miss {
+            let d = self.tasks[ti].deadline;
+            self.deadlines.push(Reverse((now + d, self.seq, ti, now)));
+            self.seq += 1;
+        }
         let t = &mut self.tasks[ti];
         let next = now + t.period;
         if t.stop.is_none_or(|s| next < s) {
@@ -693,6 +721,39 @@ impl GlobalSim {
         let r = t.backlog.pop_front()?;
         self.start_job(ti, r);
         Some(ti)
+    }
+
+    /// The deadline of task `ti`'s job released at `nominal` has come.
+    /// A job still running or ready is dropped, counted as a miss and as
+    /// aborted, and its task's next queued job (if any) made ready; then
+    /// returns the CPU SimSo tells of the end, the one its last decision
+    /// sent the task to (where a running job runs), as it tells of a
+    /// completion. A job queued behind its predecessor, never started, is
+    /// dropped without telling any CPU; `None` then, as for a job already
+    /// done.
+    fn abort(&mut self, ti: usize, nominal: Nanos) -> Option<usize> {
+        let t = &mut self.tasks[ti];
+        if !(t.active && t.release == nominal) {
+            if let Some(pos) = t.backlog.iter().position(|&r| r == nominal) {
+                t.backlog.remove(pos);
+                t.stats.dropped_at_deadline();
+            }
+            return None;
+        }
+        if let Some(c) = t.on {
+            let since = self.cpus[c].since;
+            self.slice(c, ti, since);
+            self.cpus[c].task = None;
+        }
+        let t = &mut self.tasks[ti];
+        t.on = None;
+        t.active = false;
+        t.remaining = Nanos::ZERO;
+        t.stats.dropped_at_deadline();
+        if let Some(r) = t.backlog.pop_front() {
+            self.start_job(ti, r);
+        }
+        Some(self.task_cpu[ti])
     }
 
     /// Who runs from now on: the shared dispatch rule, then the switches it

@@ -313,6 +313,9 @@ pub struct SimSection {
     /// behind its predecessor keeps its task's place; "ready", it is ready
     /// from its predecessor's end, as SimSo activates it.
     pub edf_ties: Option<Spanned<String>>,
+    /// How equal fixed priorities are ordered, by the same two rules as
+    /// `edf_ties`: "task" (default) or "ready", as SimSo's rate monotonic.
+    pub priority_ties: Option<Spanned<String>>,
 }
 
 fn one() -> u32 {
@@ -341,6 +344,7 @@ impl Default for SimSection {
             placement: None,
             on_miss: None,
             edf_ties: None,
+            priority_ties: None,
         }
     }
 }
@@ -637,14 +641,28 @@ impl Scenario {
     /// Whether `sim.edf_ties` asks for SimSo's rule ("ready"); refused at
     /// its value unless "task" or "ready".
     pub fn edf_ties_by_ready(&self) -> Result<bool, ScenarioError> {
-        match &self.spec.sim.edf_ties {
+        self.ties_by_ready("edf_ties", &self.spec.sim.edf_ties)
+    }
+
+    /// Whether `sim.priority_ties` asks for SimSo's rule ("ready"); refused
+    /// at its value unless "task" or "ready".
+    pub fn priority_ties_by_ready(&self) -> Result<bool, ScenarioError> {
+        self.ties_by_ready("priority_ties", &self.spec.sim.priority_ties)
+    }
+
+    fn ties_by_ready(
+        &self,
+        key: &str,
+        field: &Option<Spanned<String>>,
+    ) -> Result<bool, ScenarioError> {
+        match field {
             None => Ok(false),
             Some(v) => match v.get_ref().as_str() {
                 "task" => Ok(false),
                 "ready" => Ok(true),
                 other => Err(self.error_at(
                     v.span(),
-                    format!("sim.edf_ties = \"{other}\": expected \"task\" or \"ready\""),
+                    format!("sim.{key} = \"{other}\": expected \"task\" or \"ready\""),
                 )),
             },
         }

@@ -1,7 +1,8 @@
 //! The simulator against SimSo (PyPI `simso`, Python 3.11) on generated
 //! multiprocessor task sets: 2 to 8 CPUs, global and partitioned EDF, every
 //! task's jobs, misses, preemptions, migrations and task migrations
-//! identical under the conventions `bench/simso/run_simso_mp.py` lists.
+//! identical under the conventions `bench/simso/run_simso_mp.py` lists,
+//! with late jobs run on and with them aborted at their deadline.
 //! Skips, with the reason, where SimSo is not installed: set
 //! `SIMSO_PYTHON` to a Python that imports `simso`, or run
 //! `bench/simso/compare_mp.sh` once (it makes `target/simso-venv`).
@@ -48,20 +49,25 @@ fn simso_multiprocessor() {
         "{}",
         String::from_utf8_lossy(&gen.stderr)
     );
-    let cmp = Command::new(&py)
-        .arg(root.join("bench/simso/compare_mp.py"))
-        .arg(dir.path())
-        .arg(env!("CARGO_BIN_EXE_punctual"))
-        .arg(&py)
-        .output()
-        .expect("SimSo's python");
-    let out = String::from_utf8_lossy(&cmp.stdout);
-    assert!(
-        cmp.status.success() && out.contains("all outcomes identical: yes"),
-        "{out}\n{}",
-        String::from_utf8_lossy(&cmp.stderr)
-    );
-    // Every generated set ran under both policies, on 2 to 8 CPUs.
-    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("mp")).collect();
-    assert_eq!(rows.len(), 20, "{out}");
+    // Late jobs run on, then are aborted at their deadline (SimSo's
+    // default, sim.on_miss = "abort").
+    for late in ["continue", "abort"] {
+        let cmp = Command::new(&py)
+            .arg(root.join("bench/simso/compare_mp.py"))
+            .arg(dir.path())
+            .arg(env!("CARGO_BIN_EXE_punctual"))
+            .arg(&py)
+            .args(["0", late])
+            .output()
+            .expect("SimSo's python");
+        let out = String::from_utf8_lossy(&cmp.stdout);
+        assert!(
+            cmp.status.success() && out.contains("all outcomes identical: yes"),
+            "{late}: {out}\n{}",
+            String::from_utf8_lossy(&cmp.stderr)
+        );
+        // Every generated set ran under both policies, on 2 to 8 CPUs.
+        let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("mp")).collect();
+        assert_eq!(rows.len(), 20, "{late}: {out}");
+    }
 }

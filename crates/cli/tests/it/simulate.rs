@@ -199,13 +199,14 @@ fn an_unknown_scheduler_or_a_constraint_outside_plan_mode_is_a_located_usage_err
 
 /// What `simulate` printed, as `report --format text` prints it from the
 /// saved record: standard output, then the warnings from standard error.
-/// Only the wall time is the verb's alone (a simulated record is the same
-/// bytes on every run), so its clause is cut from the events line.
+/// Only the run's wall and CPU time are the verb's alone (a simulated
+/// record is the same bytes on every run), so their clause is cut from
+/// the events line.
 fn printed_without_wall_time(stdout: &str, stderr: &str) -> String {
     let mut out = String::new();
     for l in stdout.lines() {
         match l.split_once(" events in ") {
-            Some((n, rest)) if rest.contains(" s of wall time (") => {
+            Some((n, rest)) if rest.contains(" s of wall time, ") && rest.contains(" s of CPU (") => {
                 out.push_str(n);
                 out.push_str(" events");
             }

@@ -11,10 +11,10 @@
 //! `config.scenario` (the scenario text as run, overrides applied), as is
 //! the scenario's description.
 //!
-//! The one thing a record cannot hold is how long the simulation took in
-//! wall time: a simulated record is the same bytes on every run of the
-//! same scenario and seed. The verb passes it in; a saved record prints
-//! its event count without it.
+//! The one thing a record cannot hold is how long the simulation took, in
+//! wall time and in CPU time: a simulated record is the same bytes on
+//! every run of the same scenario and seed. The verb passes it in
+//! ([`RunCost`]); a saved record prints its event count without it.
 
 use std::fmt::Write;
 use std::time::Duration;
@@ -61,14 +61,25 @@ fn ordered<'a>(order: &[&str], names: impl Iterator<Item = &'a String>) -> Vec<S
     out
 }
 
+/// What a run cost, which only the verb that ran it knows.
+#[derive(Debug, Clone, Copy)]
+pub struct RunCost {
+    pub wall: Duration,
+    /// The CPU time of the simulation alone (building the machine from
+    /// the parsed scenario, the event loop and the outcome; not the
+    /// process start, the parse or the record): on a shared machine a
+    /// short run waits for a CPU as long as it computes, and it is the
+    /// clock the SimSo comparison in bench/simso takes on both sides.
+    pub cpu: Duration,
+}
+
 /// What `punctual simulate` prints for the run `rec` records: standard
-/// output, then the warnings it prints on standard error. `wall` is the
-/// run's wall time, which only the verb knows.
-pub fn summary(rec: &Record, wall: Option<Duration>) -> (String, String) {
+/// output, then the warnings it prints on standard error.
+pub fn summary(rec: &Record, cost: Option<RunCost>) -> (String, String) {
     let sim = rec.sim().unwrap_or_default();
     let scn = scenario(rec);
     let mut w = String::new();
-    header(&mut w, rec, &sim, scn.as_ref(), wall);
+    header(&mut w, rec, &sim, scn.as_ref(), cost);
     tasks(&mut w, rec, &sim, scn.as_ref());
     periods(&mut w, rec, &sim);
     streams(&mut w, rec, &sim, scn.as_ref());
@@ -84,7 +95,7 @@ fn header(
     rec: &Record,
     sim: &SimSection,
     scn: Option<&Scenario>,
-    wall: Option<Duration>,
+    cost: Option<RunCost>,
 ) {
     let cfg_str = |k: &str| rec.config.get(k).and_then(|v| v.as_str()).unwrap_or("");
     let seed = rec.config.get("seed").and_then(|v| v.as_u64()).unwrap_or(0);
@@ -109,14 +120,15 @@ fn header(
     if let Some(d) = scn.and_then(|s| s.spec.sim.description.as_ref()) {
         let _ = writeln!(w, "  {d}");
     }
-    match wall {
-        Some(wall) => {
-            let wall_s = wall.as_secs_f64();
+    match cost {
+        Some(cost) => {
+            let wall_s = cost.wall.as_secs_f64();
             let _ = writeln!(
                 w,
-                "{} events in {:.3} s of wall time ({:.1} M events/s)",
+                "{} events in {:.3} s of wall time, {:.6} s of CPU ({:.1} M events/s)",
                 sim.events,
                 wall_s,
+                cost.cpu.as_secs_f64(),
                 sim.events as f64 / wall_s.max(1e-9) / 1e6
             );
         }

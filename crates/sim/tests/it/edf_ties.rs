@@ -96,3 +96,59 @@ fn a_bad_or_unsupported_edf_ties_is_refused_where_it_stands() {
         "{e}"
     );
 }
+
+/// One CPU, 20 ms, equal fixed priorities: A 5 ms every 4 ms (always
+/// behind), B 2 ms once at 1 ms.
+fn equal_priorities(rule: &str) -> String {
+    format!(
+        "[sim]\nduration = \"20ms\"\n{rule}\
+         [[task]]\nname = \"A\"\nkind = \"periodic\"\npriority = 5\nperiod = \"4ms\"\nexec = \"5ms\"\n\
+         [[task]]\nname = \"B\"\nkind = \"periodic\"\npriority = 5\nperiod = \"100ms\"\nphase = \"1ms\"\nexec = \"2ms\"\n"
+    )
+}
+
+#[test]
+fn priority_ties_ready_puts_a_queued_job_behind_an_equal_priority_that_waits() {
+    // "task": A runs from 0 and always has a job queued (5 ms of work
+    // every 4 ms), so it stays runnable and keeps the CPU against B, its
+    // equal, until the 20 ms round-robin quantum, which is the end: B never
+    // runs. A completes at 5, 10 and 15 (responses 5, 6, 7 ms).
+    let o = run(&equal_priorities(""));
+    assert_eq!(o.tasks[1].jobs, 0);
+    assert_eq!(o.tasks[0].jobs, 3);
+    assert_eq!(o.tasks[0].response.max(), Nanos::from_ms(7));
+    // "ready": at 5 A's second job (released 4) becomes ready then, behind
+    // B (ready since 1): B runs 5-7 (waited 4 ms, response 6 ms). A runs
+    // 7-12 and 12-17: completions at 5, 12 and 17, the last released at 8
+    // (response 9 ms).
+    let o = run(&equal_priorities("priority_ties = \"ready\"\n"));
+    assert_eq!(o.tasks[1].jobs, 1);
+    assert_eq!(o.tasks[1].latency.max(), Nanos::from_ms(4));
+    assert_eq!(o.tasks[1].response.max(), Nanos::from_ms(6));
+    assert_eq!(o.tasks[0].jobs, 3);
+    assert_eq!(o.tasks[0].response.max(), Nanos::from_ms(9));
+    // EDF ties are another key: they leave fixed priorities alone.
+    let o = run(&equal_priorities("edf_ties = \"ready\"\n"));
+    assert_eq!(o.tasks[1].jobs, 0);
+}
+
+#[test]
+fn a_bad_or_unsupported_priority_ties_is_refused_where_it_stands() {
+    let text = equal_priorities("priority_ties = \"fifo\"\n");
+    let e = refuse(&text);
+    assert_at(&e, &text, "\"fifo\"");
+    assert!(
+        e.to_string()
+            .contains("sim.priority_ties = \"fifo\": expected \"task\" or \"ready\""),
+        "{e}"
+    );
+    let text = "[sim]\ncpus = 2\nmultiprocessor = \"global\"\npriority_ties = \"ready\"\n\
+                [[task]]\nname = \"a\"\nkind = \"periodic\"\npriority = 3\nperiod = \"2ms\"\nexec = \"1ms\"\n";
+    let e = refuse(text);
+    assert_at(&e, text, "\"ready\"");
+    assert!(
+        e.to_string()
+            .contains("sim.priority_ties = \"ready\" is not supported with sim.multiprocessor"),
+        "{e}"
+    );
+}

@@ -148,10 +148,6 @@ fn bad_or_unsupported_on_miss_is_refused_where_it_stands() {
             "[sim]\non_miss = \"abort\"\nscheduler = \"plan\"\n",
             "not supported in plan mode",
         ),
-        (
-            "[sim]\non_miss = \"abort\"\ncpus = 2\nmultiprocessor = \"global\"\n",
-            "not supported with sim.multiprocessor = \"global\"",
-        ),
     ];
     for (sim, msg) in cases {
         let text = format!(
@@ -208,4 +204,149 @@ fn the_successor_of_a_dropped_job_is_ready_from_the_drop_on() {
     let (a, b) = (&o.tasks[0], &o.tasks[1]);
     assert_eq!((b.jobs, b.latency.max().0), (1, 0));
     assert_eq!((a.aborted, a.latency.max().0), (Some(1), 1_000_000));
+}
+
+/// Two CPUs, global EDF, 20 ms, one job each (period 20 ms): A 10 ms due
+/// at 4, B 2 ms due at 5, C 3 ms due at 20, D 5 ms due at 19.
+const GLOBAL_ABORT: &str = r#"
+[sim]
+duration = "20ms"
+cpus = 2
+multiprocessor = "global"
+ON_MISS
+
+[[task]]
+name = "A"
+kind = "periodic"
+class = "edf"
+period = "20ms"
+exec = "10ms"
+deadline = "4ms"
+
+[[task]]
+name = "B"
+kind = "periodic"
+class = "edf"
+period = "20ms"
+exec = "2ms"
+deadline = "5ms"
+
+[[task]]
+name = "C"
+kind = "periodic"
+class = "edf"
+period = "20ms"
+exec = "3ms"
+deadline = "20ms"
+
+[[task]]
+name = "D"
+kind = "periodic"
+class = "edf"
+period = "20ms"
+exec = "5ms"
+deadline = "19ms"
+"#;
+
+fn stats(o: &punctual_sim::Outcome, name: &str) -> punctual_sim::outcome::TaskStats {
+    o.tasks.iter().find(|t| t.name == name).expect(name).clone()
+}
+
+#[test]
+fn global_abort_frees_the_cpu_at_the_deadline_for_a_waiting_job() {
+    // 0: A (d 4) and B (d 5) take the two CPUs; C (d 20) and D (d 19) wait.
+    // 2: B completes; D, the earlier deadline, takes its CPU (2-7). 4: A's
+    // deadline with 6 ms of work left: dropped, and C takes its CPU at once
+    // (4-7), a response of 7 ms. Letting A run on instead, C waits for the
+    // first CPU to free, D's at 7, and completes at 10.
+    let ms = punctual_units::Nanos::from_ms;
+    let (_, o) = run_text(
+        "t.toml",
+        &GLOBAL_ABORT.replace("ON_MISS", "on_miss = \"abort\""),
+        &[],
+        &RunOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let a = stats(&o, "A");
+    assert_eq!(
+        (a.releases, a.jobs, a.deadline_misses, a.aborted),
+        (1, 0, 1, Some(1))
+    );
+    for (name, response) in [("B", ms(2)), ("C", ms(7)), ("D", ms(7))] {
+        let t = stats(&o, name);
+        assert_eq!(
+            (t.jobs, t.deadline_misses, t.aborted),
+            (1, 0, Some(0)),
+            "{name}"
+        );
+        assert_eq!(t.response.max(), response, "{name}");
+    }
+    let m = o.multiprocessor.as_ref().expect("multiprocessor stats");
+    assert!(m.migrations.iter().all(|&n| n == 0), "{:?}", m.migrations);
+    assert!(o.tasks.iter().all(|t| t.preemptions == 0));
+
+    let (_, o) = run_text(
+        "t.toml",
+        &GLOBAL_ABORT.replace("ON_MISS", ""),
+        &[],
+        &RunOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let a = stats(&o, "A");
+    assert_eq!((a.jobs, a.deadline_misses, a.aborted), (1, 1, None));
+    assert_eq!(a.response.max(), ms(10));
+    assert_eq!(stats(&o, "C").response.max(), ms(10));
+}
+
+#[test]
+fn global_abort_spares_a_job_that_ends_at_its_deadline() {
+    // Two CPUs, every 10 ms: H1 7 ms due at 7, H2 6 ms due at 8, L 6 ms
+    // due at 9. H1 and H2 run from 0; L takes H2's CPU at 6 and has 3 of
+    // its 6 ms done at 9: dropped, in each of the three periods. H1 ends
+    // exactly at its deadline each time: on time.
+    let text = r#"
+[sim]
+duration = "30ms"
+cpus = 2
+multiprocessor = "global"
+on_miss = "abort"
+
+[[task]]
+name = "H1"
+kind = "periodic"
+class = "edf"
+period = "10ms"
+exec = "7ms"
+deadline = "7ms"
+
+[[task]]
+name = "H2"
+kind = "periodic"
+class = "edf"
+period = "10ms"
+exec = "6ms"
+deadline = "8ms"
+
+[[task]]
+name = "L"
+kind = "periodic"
+class = "edf"
+period = "10ms"
+exec = "6ms"
+deadline = "9ms"
+"#;
+    let (_, o) =
+        run_text("t.toml", text, &[], &RunOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let got = |n: &str| {
+        let t = stats(&o, n);
+        (t.releases, t.jobs, t.deadline_misses, t.aborted)
+    };
+    assert_eq!(got("H1"), (3, 3, 0, Some(0)));
+    assert_eq!(got("H2"), (3, 3, 0, Some(0)));
+    assert_eq!(got("L"), (3, 0, 3, Some(3)));
+    // L's jobs each waited 6 ms for a CPU.
+    assert_eq!(
+        stats(&o, "L").latency.max(),
+        punctual_units::Nanos::from_ms(6)
+    );
 }
