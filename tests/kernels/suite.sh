@@ -235,8 +235,13 @@ t_osnoise() {
     t_missing_tracer noise osnoise
     return
   fi
-  $P noise --probe osnoise --cpus $CPU --duration 2s --json "$work/on.json" | tee "$work/on.txt"
+  # --priority does not move osnoise's threads: one warning line says so.
+  $P noise --probe osnoise --cpus $CPU --duration 2s --priority 50 --json "$work/on.json" \
+    2>"$work/on.err" | tee "$work/on.txt"
   test "${PIPESTATUS[0]}" = 0
+  cat "$work/on.err"
+  assert_grep '^warning: --priority 50 does not apply to --probe osnoise' "$work/on.err" "a given --priority is said not to apply"
+  test "$(grep -c 'does not apply' "$work/on.err")" = 1 || { echo "assertion failed: not one warning line"; return 1; }
   jq -c '{series: [.series[] | {name, count, max}], stolen: [.stolen[] | {cpu, observed_ns, total_ns, intervals, max_ns, sources: (.by_source | length)}], osnoise: .extra.osnoise}' "$work/on.json"
   assert_json "$work/on.json" '.config.probe == "osnoise"' "the record says the kernel's probe measured"
   assert_json "$work/on.json" "[.series[] | select(.name == \"cpu$CPU.gap\" and .metric == \"gap\")] | length == 1" "a gap series for the CPU"
