@@ -73,7 +73,7 @@ inject() {
   $P load "$noisy" --duration "$((SECS + 30))s" >"$work/load.out" 2>&1 &
   load_pid=$!
   local n=0
-  until ps -eLo comm | grep -q '^pl-'; do
+  until ps -eLo rtprio,comm | awk '$1 == 99 && $2 ~ /^pl-cpu/' | grep -q .; do
     sleep 0.2
     n=$((n + 1))
     [ $n -lt 300 ] || { echo "the noisy thread never started"; cat "$work/load.out"; exit 1; }
@@ -108,7 +108,9 @@ python3 - "$work" "$ROUNDS" "$CPU" "$SECS" "$THRESH" "$(uname -r)" "${PUNCTUAL_B
 import json, os, re, sys
 work, rounds, cpu, secs, thresh, kernel, where = sys.argv[1:8]
 rounds, cpu = int(rounds), int(cpu)
-noisy = [l.split()[-1] for l in open(f"{work}/noisy-threads.txt").readlines()[1:]]
+# ps -eLo tid,cls,rtprio,psr,comm of the load's threads: the busy one is FF 99.
+noisy = [f[4] for f in (l.split() for l in open(f"{work}/noisy-threads.txt").readlines()[1:])
+         if len(f) >= 5 and f[1] == "FF" and f[2] == "99"]
 # timerlat's text lines: "comm-pid [cpu] flags ts: #seq context irq|thread timer_latency N ns"
 line = re.compile(r"^\s*(.+)-(\d+)\s+\[(\d+)\].*?\s#(\d+)\s+context\s+(irq|thread)\s+timer_latency\s+(\d+)\s+(ns|us)")
 def rtla_blocker(n):
