@@ -77,6 +77,12 @@ snapshot() {
     for f in $T/osnoise/*; do
       [ -f "$f" ] && echo "osnoise/${f##*/} $(cat "$f" 2>/dev/null)"
     done
+    # The tracers' own kernel threads: a timerlat/N or osnoise/N thread
+    # that outlived its run keeps waking (FIFO 95) or spinning on its CPU.
+    for c in /proc/[0-9]*/comm; do
+      read -r n 2>/dev/null <"$c" || continue
+      case $n in timerlat/* | osnoise/*) echo "kthread $n" ;; esac
+    done
     echo "sched_features $(cat /sys/kernel/debug/sched/features 2>/dev/null)"
     for f in sched_rt_runtime_us sched_rt_period_us; do
       echo "$f $(cat /proc/sys/kernel/$f)"
