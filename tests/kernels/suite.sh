@@ -80,8 +80,8 @@ snapshot() {
     # The tracers' own kernel threads: a timerlat/N or osnoise/N thread
     # that outlived its run keeps waking (FIFO 95) or spinning on its CPU.
     for c in /proc/[0-9]*/comm; do
-      read -r n 2>/dev/null <"$c" || continue
-      case $n in timerlat/* | osnoise/*) echo "kthread $n" ;; esac
+      read -r kt 2>/dev/null <"$c" || continue
+      case $kt in timerlat/* | osnoise/*) echo "kthread $kt" ;; esac
     done
     echo "sched_features $(cat /sys/kernel/debug/sched/features 2>/dev/null)"
     for f in sched_rt_runtime_us sched_rt_period_us; do
