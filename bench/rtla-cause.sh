@@ -12,11 +12,15 @@
 #
 #   rtla:     `rtla timerlat top -a THRESHOLD`: timerlat stops at the first
 #             IRQ or thread latency over THRESHOLD and saves its trace
-#             (timerlat_trace.txt). rtla 6.1, what Debian 12 ships, has no
+#             (timerlat_trace.txt), with the osnoise interference events
+#             rtla enables. rtla 6.1, what Debian 12 ships, has no
 #             auto-analysis text (`Blocking thread:` came with rtla 6.3),
 #             so its answer is read from that trace the way the later
-#             analysis reads it: the task the stopping sample's timer
-#             interrupt found running on the CPU.
+#             analysis reads it: of the interference logged on the CPU
+#             between the stopping sample's timer IRQ and its thread's
+#             wake-up, the source that took most. (The task the IRQ found
+#             running is no answer: the timer fires on an idle CPU and the
+#             FIFO 99 thread wakes before timerlat's.)
 #   punctual: `punctual cause --cpus CPU`: the top named source of the
 #             CPU's stolen time (record extra.cause.per_cpu[].sources[0]).
 #
@@ -104,34 +108,50 @@ for r in $(seq 1 "$ROUNDS"); do
   cp "$work/c$r.txt" "$work/c$r.json" "$out/" 2>/dev/null || true
 done
 cp "$work/noisy-threads.txt" "$out/"
-python3 - "$work" "$ROUNDS" "$CPU" "$SECS" "$THRESH" "$(uname -r)" "${PUNCTUAL_BENCH_WHERE:-this machine}" <<'PY' | tee "$out/result.txt"
+python3 - "$out" "$ROUNDS" "$CPU" "$SECS" "$THRESH" "$(uname -r)" "${PUNCTUAL_BENCH_WHERE:-this machine}" <<'PY' | tee "$out/result.txt"
 import json, os, re, sys
 work, rounds, cpu, secs, thresh, kernel, where = sys.argv[1:8]
 rounds, cpu = int(rounds), int(cpu)
 # ps -eLo tid,cls,rtprio,psr,comm of the load's threads: the busy one is FF 99.
 noisy = [f[4] for f in (l.split() for l in open(f"{work}/noisy-threads.txt").readlines()[1:])
          if len(f) >= 5 and f[1] == "FF" and f[2] == "99"]
-# timerlat's text lines: "comm-pid [cpu] flags ts: #seq context irq|thread timer_latency N ns"
-line = re.compile(r"^\s*(.+)-(\d+)\s+\[(\d+)\].*?\s#(\d+)\s+context\s+(irq|thread)\s+timer_latency\s+(\d+)\s+(ns|us)")
+# timerlat's samples: "comm-pid [cpu] flags ts: #seq context irq|thread timer_latency N ns";
+# the osnoise events rtla enables beside them: "irq_noise: local_timer:236 start T
+# duration N ns", "thread_noise: comm:pid start T duration N ns", and so on.
+sample = re.compile(r"^\s*(.+)-(\d+)\s+\[(\d+)\].*?\s#(\d+)\s+context\s+(irq|thread)\s+timer_latency\s+(\d+)\s+(ns|us)")
+noise = re.compile(r"^\s*.+-\d+\s+\[(\d+)\].*?\s(irq|softirq|thread|nmi)_noise:\s+(.+?):(\d+)\s+start\s+\S+\s+duration\s+(\d+)\s+ns")
 def rtla_blocker(n):
-    path = f"{work}/rtla{n}/timerlat_trace.txt"
+    # What rtla's later auto-analysis reports as the blocking thread: of the
+    # interference the osnoise events logged on the CPU between the stopping
+    # sample's timer IRQ and its thread's wake-up, the source that took most.
+    path = f"{work}/rtla{n}.trace.txt"
     if not os.path.exists(path):
         return None, "no stop (nothing over the threshold)"
-    irq, last = {}, None
-    for l in open(path, errors="replace"):
-        m = line.match(l)
-        if not m or int(m.group(3)) != cpu:
+    samples, events = [], []
+    for i, l in enumerate(open(path, errors="replace")):
+        m = sample.match(l)
+        if m and int(m.group(3)) == cpu:
+            lat = int(m.group(6)) * (1000 if m.group(7) == "us" else 1)
+            samples.append((i, int(m.group(4)), m.group(5), lat, m.group(1).strip()))
             continue
-        comm, seq, ctx = m.group(1).strip(), int(m.group(4)), m.group(5)
-        lat = int(m.group(6)) * (1000 if m.group(7) == "us" else 1)
-        if ctx == "irq":
-            irq[seq] = comm
-        last = (seq, ctx, lat)
-    if last is None:
+        m = noise.match(l)
+        if m and int(m.group(1)) == cpu:
+            events.append((i, m.group(2), m.group(3).strip(), int(m.group(5))))
+    if not samples:
         return None, "no timerlat sample in the saved trace"
-    seq, ctx, lat = last
-    who = irq.get(seq)
-    return who, f"stopped at #{seq} {ctx} latency {lat / 1000:.0f} us; its timer IRQ found {who} running"
+    end, seq, ctx, lat, _ = samples[-1]
+    irq = next((s for s in samples if s[1] == seq and s[2] == "irq"), None)
+    if ctx == "irq" or irq is None:
+        who = samples[-1][4]
+        return who, f"stopped at #{seq} {ctx} latency {lat / 1000:.0f} us, in the IRQ, with {who} running"
+    took = {}
+    for i, kind, name, d in events:
+        if irq[0] < i < end:
+            took[(kind, name)] = took.get((kind, name), 0) + d
+    if not took:
+        return None, f"stopped at #{seq} thread latency {lat / 1000:.0f} us, no interference logged"
+    (kind, name), d = max(took.items(), key=lambda kv: kv[1])
+    return name, f"stopped at #{seq} thread latency {lat / 1000:.0f} us; most of it {kind} {name}: {d / 1e6:.1f} ms"
 def punctual_top(n):
     try:
         rec = json.load(open(f"{work}/c{n}.json"))
