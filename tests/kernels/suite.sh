@@ -77,6 +77,12 @@ snapshot() {
     for f in $T/osnoise/*; do
       [ -f "$f" ] && echo "osnoise/${f##*/} $(cat "$f" 2>/dev/null)"
     done
+    # The tracers' own kernel threads: a timerlat/N or osnoise/N thread
+    # that outlived its run keeps waking (FIFO 95) or spinning on its CPU.
+    for c in /proc/[0-9]*/comm; do
+      read -r kt 2>/dev/null <"$c" || continue
+      case $kt in timerlat/* | osnoise/*) echo "kthread $kt" ;; esac
+    done
     echo "sched_features $(cat /sys/kernel/debug/sched/features 2>/dev/null)"
     for f in sched_rt_runtime_us sched_rt_period_us; do
       echo "$f $(cat /proc/sys/kernel/$f)"
@@ -235,8 +241,13 @@ t_osnoise() {
     t_missing_tracer noise osnoise
     return
   fi
-  $P noise --probe osnoise --cpus $CPU --duration 2s --json "$work/on.json" | tee "$work/on.txt"
+  # --priority does not move osnoise's threads: one warning line says so.
+  $P noise --probe osnoise --cpus $CPU --duration 2s --priority 50 --json "$work/on.json" \
+    2>"$work/on.err" | tee "$work/on.txt"
   test "${PIPESTATUS[0]}" = 0
+  cat "$work/on.err"
+  assert_grep '^warning: --priority 50 does not apply to --probe osnoise' "$work/on.err" "a given --priority is said not to apply"
+  test "$(grep -c 'does not apply' "$work/on.err")" = 1 || { echo "assertion failed: not one warning line"; return 1; }
   jq -c '{series: [.series[] | {name, count, max}], stolen: [.stolen[] | {cpu, observed_ns, total_ns, intervals, max_ns, sources: (.by_source | length)}], osnoise: .extra.osnoise}' "$work/on.json"
   assert_json "$work/on.json" '.config.probe == "osnoise"' "the record says the kernel's probe measured"
   assert_json "$work/on.json" "[.series[] | select(.name == \"cpu$CPU.gap\" and .metric == \"gap\")] | length == 1" "a gap series for the CPU"

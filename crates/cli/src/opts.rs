@@ -551,6 +551,49 @@ pub fn gap_replay(path: &Path) -> Result<punctual_live::noise::Replay, CliError>
     Ok(punctual_live::noise::Replay::new(REPLAY_STEP, gaps))
 }
 
+/// The kernel's probes run the kernel's own threads, whose policy no
+/// option changes: a `--policy` or `--priority` given with one is kept out
+/// of the run (the record's `config.policy` names the threads' own), and
+/// one warning line says so rather than letting the user believe it held.
+pub fn warn_kernel_threads_policy(
+    given: (Option<PolicyArg>, Option<u32>),
+    probe: &str,
+    theirs: &str,
+) {
+    if let Some(msg) = kernel_threads_policy_warning(given, probe, theirs) {
+        eprintln!("warning: {msg}");
+    }
+}
+
+fn kernel_threads_policy_warning(
+    given: (Option<PolicyArg>, Option<u32>),
+    probe: &str,
+    theirs: &str,
+) -> Option<String> {
+    let opts: Vec<String> = [
+        given.0.map(|p| format!("--policy {}", policy_name(p))),
+        given.1.map(|p| format!("--priority {p}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!opts.is_empty()).then(|| {
+        format!(
+            "{} does not apply to {probe}: {theirs}, and the record's config.policy says so",
+            opts.join(" ")
+        )
+    })
+}
+
+fn policy_name(p: PolicyArg) -> &'static str {
+    match p {
+        PolicyArg::Fifo => "fifo",
+        PolicyArg::Rr => "rr",
+        PolicyArg::Other => "other",
+        PolicyArg::Deadline => "deadline",
+    }
+}
+
 /// Whether the kernel's `tracer` can run here: a kernel without it is bad
 /// input for `--probe` (exit status 2, the sentence says what to do); one
 /// that is in use by another run is a run that cannot be made now.
@@ -591,6 +634,20 @@ mod tests {
             policy(PolicyArg::Deadline, 0, ms).unwrap(),
             Policy::Deadline { runtime, .. } if runtime == Nanos::from_us(100)
         ));
+    }
+
+    #[test]
+    fn kernel_probe_policy_warning_only_for_given_options() {
+        let w = |g| kernel_threads_policy_warning(g, "--probe osnoise", "theirs");
+        assert_eq!(w((None, None)), None);
+        let both = w((Some(PolicyArg::Rr), Some(80))).unwrap();
+        assert!(
+            both.starts_with("--policy rr --priority 80 does not apply to --probe osnoise"),
+            "{both}"
+        );
+        let one = w((None, Some(95))).unwrap();
+        assert!(one.starts_with("--priority 95 does not apply"), "{one}");
+        assert!(!one.contains('\n'));
     }
 
     #[test]

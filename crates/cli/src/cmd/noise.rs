@@ -23,12 +23,15 @@ pub struct Args {
     pub cpus: String,
     /// Scheduling policy of the polling threads: fifo, rr or other. At fifo
     /// the kernel's RT throttling still leaves other tasks their share
-    /// (punctual pauses by itself when throttling is off).
-    #[arg(long, value_enum, default_value = "fifo")]
-    pub policy: PolicyArg,
-    /// Real-time priority (1-99) for fifo/rr (`-p` as cyclictest).
-    #[arg(short = 'p', long, default_value_t = 95)]
-    pub priority: u32,
+    /// (punctual pauses by itself when throttling is off) [default: fifo].
+    // No clap default: a value given with --probe osnoise is warned
+    // about, and only a given one.
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
+    /// Real-time priority (1-99) for fifo/rr (`-p` as cyclictest)
+    /// [default: 95].
+    #[arg(short = 'p', long)]
+    pub priority: Option<u32>,
     /// How long to poll (`500ms`, `10s`, `2h`; `-D` as cyclictest).
     #[arg(short = 'D', long, default_value = "10s", value_parser = opts::positive_duration)]
     pub duration: Nanos,
@@ -86,12 +89,16 @@ fn noise_config(args: &Args) -> Result<NoiseConfig, CliError> {
             args.duration
         )));
     }
-    if args.policy == PolicyArg::Deadline {
+    if args.policy == Some(PolicyArg::Deadline) {
         return Err(CliError::usage(
             "--policy deadline does not fit a busy loop (its budget would throttle it); use fifo, rr or other",
         ));
     }
-    let policy = opts::policy(args.policy, args.priority, Nanos::from_ms(1))?;
+    let policy = opts::policy(
+        args.policy.unwrap_or(PolicyArg::Fifo),
+        args.priority.unwrap_or(95),
+        Nanos::from_ms(1),
+    )?;
     opts::check_max_spikes(args.common.max_spikes)?;
     Ok(NoiseConfig {
         cpus: opts::cpus(&args.cpus)?,
@@ -127,6 +134,11 @@ pub fn run(args: Args) -> CliResult {
         NoiseProbe::Osnoise => {
             kernel_probe_fits(&args)?;
             opts::kernel_tracer(punctual_trace::ktracer::Tracer::Osnoise)?;
+            opts::warn_kernel_threads_policy(
+                (args.policy, args.priority),
+                "--probe osnoise",
+                "the kernel's osnoise/N threads run at SCHED_OTHER",
+            );
             Arc::new(KernelNoise::new(cfg, punctual_live::restore::run_dir()))
         }
     };

@@ -21,13 +21,16 @@ pub struct Args {
     /// CPUs to measure: `0`, `0,1`, `0-3` or `all` (`-a` as cyclictest).
     #[arg(short = 'a', long, default_value = "all")]
     pub cpus: String,
-    /// Scheduling policy of the measuring threads.
-    #[arg(long, value_enum, default_value = "fifo")]
-    pub policy: PolicyArg,
+    /// Scheduling policy of the measuring threads [default: fifo].
+    // No clap default: a value given with --probe timerlat is warned
+    // about, and only a given one.
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
     /// Real-time priority (1-99) for fifo/rr; 95 keeps the probe below
-    /// priority-99 kernel threads and the injector (`-p` as cyclictest).
-    #[arg(short = 'p', long, default_value_t = 95)]
-    pub priority: u32,
+    /// priority-99 kernel threads and the injector (`-p` as cyclictest)
+    /// [default: 95].
+    #[arg(short = 'p', long)]
+    pub priority: Option<u32>,
     /// Period of the measuring threads, with its unit (`-i 1000us` for
     /// cyclictest's `-i 1000`, which counts microseconds).
     #[arg(short = 'i', long, default_value = "1ms", value_parser = opts::positive_duration)]
@@ -98,7 +101,11 @@ fn timer_config(args: &Args) -> Result<TimerConfig, CliError> {
             args.duration, args.interval
         )));
     }
-    let policy = opts::policy(args.policy, args.priority, args.interval)?;
+    let policy = opts::policy(
+        args.policy.unwrap_or(PolicyArg::Fifo),
+        args.priority.unwrap_or(95),
+        args.interval,
+    )?;
     opts::check_max_spikes(args.common.max_spikes)?;
     Ok(TimerConfig {
         cpus: opts::cpus(&args.cpus)?,
@@ -131,6 +138,11 @@ pub fn run(args: Args) -> CliResult {
         TimerProbe::Timerlat => {
             kernel_probe_fits(&args)?;
             opts::kernel_tracer(punctual_trace::ktracer::Tracer::Timerlat)?;
+            opts::warn_kernel_threads_policy(
+                (args.policy, args.priority),
+                "--probe timerlat",
+                "the kernel's timerlat/N threads run at FIFO 95",
+            );
             Arc::new(KernelTimer::new(cfg, punctual_live::restore::run_dir()))
         }
     };
