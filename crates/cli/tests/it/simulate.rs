@@ -206,7 +206,9 @@ fn printed_without_wall_time(stdout: &str, stderr: &str) -> String {
     let mut out = String::new();
     for l in stdout.lines() {
         match l.split_once(" events in ") {
-            Some((n, rest)) if rest.contains(" s of wall time, ") && rest.contains(" s of CPU (") => {
+            Some((n, rest))
+                if rest.contains(" s of wall time, ") && rest.contains(" s of CPU (") =>
+            {
                 out.push_str(n);
                 out.push_str(" events");
             }
