@@ -18,6 +18,7 @@ mod kprobe;
 mod load;
 mod measure;
 mod monitor;
+mod readme;
 mod remedy;
 mod report;
 mod reserve;
