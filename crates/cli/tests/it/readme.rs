@@ -13,23 +13,36 @@ fn readme() -> String {
 #[test]
 fn the_install_step_comes_before_the_first_bare_punctual() {
     let r = readme();
-    let install = r
-        .find("cargo install --path crates/cli")
-        .expect("an install step");
-    let first_bare = r
-        .lines()
-        .scan(0, |at, l| {
-            let here = *at;
-            *at += l.len() + 1;
-            Some((here, l))
-        })
-        .find(|(_, l)| l.starts_with("$ punctual ") || l.starts_with("punctual "))
-        .map(|(at, _)| at)
-        .expect("a bare punctual command");
+    let mut in_code = false;
+    let mut install = None;
+    let mut first_bare = None;
+    for (n, l) in r.lines().enumerate() {
+        if l.starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if install.is_none()
+            && (l.contains("cargo build --release")
+                || l.contains("cargo install --path crates/cli"))
+        {
+            install = Some(n);
+        }
+        let command = l.starts_with("$ punctual ") || (in_code && l.starts_with("punctual "));
+        if first_bare.is_none() && command {
+            first_bare = Some(n);
+        }
+    }
+    let (install, first_bare) = (
+        install.expect("an install step"),
+        first_bare.expect("a bare punctual command"),
+    );
     assert!(
         install < first_bare,
-        "install at {install}, first use at {first_bare}"
+        "install on line {}, first bare command on line {}",
+        install + 1,
+        first_bare + 1
     );
+    assert!(r.contains("cargo install --path crates/cli"));
 }
 
 #[test]
