@@ -22,6 +22,21 @@
 //! resampled in episodes of that size (a compound Poisson bootstrap),
 //! which widens the interval by the clustering the run showed.
 //!
+//! Episodes from the spike log see only the tail's clustering, and only
+//! as far as the log reaches; a run also drifts as a whole (another
+//! tenant's build for two seconds of it, a host that steals in one stretch
+//! and not the next). When both series carry their samples window by
+//! window (`Series::windows`, written by the timer probe), the interval
+//! comes from a block bootstrap instead: each replicate draws the run's
+//! windows with replacement and recomputes the quantile from their summed
+//! histograms, so a run whose windows disagree gets an interval as wide as
+//! that disagreement (Carlstein's non-overlapping block bootstrap; the
+//! windows, about 100 ms at first, are longer than the stalls that make
+//! neighbouring wake-ups late together). Without windows (records of
+//! older versions, merged records, simulations) the episode bootstrap
+//! above is used and the comparison says so: its interval leaves out the
+//! run's variability beyond what the spike log shows.
+//!
 //! A change counts only when the whole interval lies beyond `min_change`
 //! (and beyond one histogram bucket): the bootstrap sees only the sampling
 //! noise within a run, not the drift between two runs of the same machine
@@ -30,7 +45,8 @@
 //! above them to be estimated are reported as such, with the run length
 //! that would give enough.
 
-use punctual_record::{Metric, Nanos, Record, Series, Spike};
+use punctual_record::windows::window_bucket_width;
+use punctual_record::{Metric, Nanos, Record, Series, Spike, Windows};
 use serde::Serialize;
 
 use crate::rng::SplitMix64;
@@ -92,6 +108,45 @@ impl Default for CompareOptions {
 /// its stated confidence does not hold.
 pub const MIN_ABOVE: f64 = 10.0;
 
+/// Fewest windows in each record for the block bootstrap: with fewer, a
+/// replicate can only repeat a handful of stretches and its interval is
+/// set by which ones it drew.
+pub const MIN_WINDOWS: usize = 16;
+
+/// How a series' replicates were drawn.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum Resampling {
+    /// Whole windows of each run, with replacement.
+    Windows {
+        base_windows: usize,
+        new_windows: usize,
+        /// Samples per window in BASE and NEW (the last may hold fewer).
+        samples_per_window: (u64, u64),
+    },
+    /// Sample by sample, the tail in episodes from the spike log; `why`
+    /// says why windows were not used.
+    Samples { why: String },
+}
+
+impl Resampling {
+    /// One line for the text output.
+    pub fn describe(&self) -> String {
+        match self {
+            Resampling::Windows {
+                base_windows,
+                new_windows,
+                samples_per_window: (sb, sn),
+            } => format!(
+                "resampled by window of the run ({base_windows} windows of {sb} samples in BASE, {new_windows} of {sn} in NEW)"
+            ),
+            Resampling::Samples { why } => format!(
+                "resampled sample by sample, late ones in episodes from the spike log ({why}): the interval leaves out the run's swings between stretches, so a drift of the machine may read as a change"
+            ),
+        }
+    }
+}
+
 /// One quantile of one series.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct QuantileComparison {
@@ -126,6 +181,7 @@ pub struct SeriesComparison {
     /// Regressed when any quantile regressed; improved when one improved
     /// and none regressed.
     pub answer: Answer,
+    pub resampling: Resampling,
 }
 
 /// The whole comparison.
@@ -329,6 +385,19 @@ fn compare_series(
     let hn = n.histogram.rebucket(w);
     let (tb, tn) = (hb.total(), hn.total());
     let (base_len, new_len) = (base.duration_ns, new.duration_ns);
+    let blocks = match (usable_windows(b), usable_windows(n)) {
+        (Ok(wb), Ok(wn)) => Ok((Blocks::new(wb), Blocks::new(wn))),
+        (Err(why), _) => Err(format!("BASE {why}")),
+        (_, Err(why)) => Err(format!("NEW {why}")),
+    };
+    let resampling = match &blocks {
+        Ok((bb, bn)) => Resampling::Windows {
+            base_windows: bb.windows.len(),
+            new_windows: bn.windows.len(),
+            samples_per_window: (bb.per_window, bn.per_window),
+        },
+        Err(why) => Resampling::Samples { why: why.clone() },
+    };
     let mut quantiles = Vec::new();
     for &q in &opts.quantiles {
         let label = quantile_label(q);
@@ -374,9 +443,16 @@ fn compare_series(
         let mut wn = vec![0f64; hn.buckets.len()];
         let (kb, kn) = row.episode_size;
         for _ in 0..opts.replicates.max(1) {
-            let from = base_ns.min(new_ns);
-            let qb = resampled_quantile(&hb.buckets, &mut wb, q, w, (from, kb), rng);
-            let qn = resampled_quantile(&hn.buckets, &mut wn, q, w, (from, kn), rng);
+            let (qb, qn) = match &blocks {
+                Ok((bb, bn)) => (bb.resampled_quantile(q, rng), bn.resampled_quantile(q, rng)),
+                Err(_) => {
+                    let from = base_ns.min(new_ns);
+                    (
+                        resampled_quantile(&hb.buckets, &mut wb, q, w, (from, kb), rng),
+                        resampled_quantile(&hn.buckets, &mut wn, q, w, (from, kn), rng),
+                    )
+                }
+            };
             ratios.push(qn as f64 / qb.max(1) as f64);
             diffs.push(qn as f64 - qb as f64);
         }
@@ -405,6 +481,93 @@ fn compare_series(
         new_count: n.count,
         quantiles,
         answer,
+        resampling,
+    }
+}
+
+/// A series' windows when the block bootstrap can use them, or why not.
+fn usable_windows(s: &Series) -> Result<&Windows, String> {
+    let Some(w) = &s.windows else {
+        return Err(
+            "has no per-window counts (a merged or simulated record, or one from an older version)"
+                .into(),
+        );
+    };
+    if w.counts.len() < MIN_WINDOWS {
+        return Err(format!(
+            "has {} windows, fewer than the {MIN_WINDOWS} a block bootstrap needs",
+            w.counts.len()
+        ));
+    }
+    if w.total() != s.count {
+        return Err(format!(
+            "windows hold {} samples but the series {}",
+            w.total(),
+            s.count
+        ));
+    }
+    Ok(w)
+}
+
+/// A record's windows laid out for resampling: each window's counts by
+/// index into one shared list of bucket values.
+struct Blocks {
+    /// Middle of each bucket any window uses, increasing.
+    values: Vec<u64>,
+    windows: Vec<Vec<(usize, u64)>>,
+    per_window: u64,
+    /// Scratch: the replicate's summed counts by bucket.
+    sum: std::cell::RefCell<Vec<u64>>,
+}
+
+impl Blocks {
+    fn new(w: &Windows) -> Blocks {
+        let mut lowers: Vec<u64> = w.counts.iter().flatten().map(|c| c.0).collect();
+        lowers.sort_unstable();
+        lowers.dedup();
+        let windows = w
+            .counts
+            .iter()
+            .map(|win| {
+                win.iter()
+                    .map(|(lo, c)| (lowers.binary_search(lo).expect("listed above"), *c))
+                    .collect()
+            })
+            .collect();
+        Blocks {
+            values: lowers
+                .iter()
+                .map(|lo| lo + window_bucket_width(*lo) / 2)
+                .collect(),
+            windows,
+            per_window: w.samples_per_window,
+            sum: std::cell::RefCell::new(vec![0; lowers.len()]),
+        }
+    }
+
+    /// The `q` quantile of one replicate: as many windows as the run has,
+    /// drawn uniformly with replacement.
+    fn resampled_quantile(&self, q: f64, rng: &mut SplitMix64) -> u64 {
+        let mut sum = self.sum.borrow_mut();
+        sum.iter_mut().for_each(|c| *c = 0);
+        let n = self.windows.len() as u128;
+        let mut total = 0u64;
+        for _ in 0..self.windows.len() {
+            let j = ((rng.next_u64() as u128 * n) >> 64) as usize;
+            for &(i, c) in &self.windows[j] {
+                sum[i] += c;
+                total += c;
+            }
+        }
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in sum.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return self.values[i];
+            }
+        }
+        self.values.last().copied().unwrap_or(0)
     }
 }
 
@@ -670,6 +833,180 @@ mod tests {
         let p99 = &c.series[0].quantiles[0];
         assert!(p99.episode_size.1 > 10.0, "{p99:?}");
         assert_eq!(c.answer, Answer::NoDifference, "{c:?}");
+    }
+
+    /// A run of `windows` windows of 100 wake-ups each: latencies around
+    /// 30 µs, and in each window a chance `p_stall` that the machine
+    /// stalled, making `stalled` of its wake-ups 1-1.5 ms late; plus
+    /// `p_late` independent late wake-ups everywhere. With `keep_windows`
+    /// false the record carries no per-window counts.
+    fn windowed(
+        seed: u64,
+        windows: usize,
+        (p_stall, stalled, p_late): (f64, usize, f64),
+        keep_windows: bool,
+    ) -> Record {
+        let mut rng = SplitMix64::new(seed);
+        let mut r = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
+        let mut w = punctual_record::WindowRecorder::new(100);
+        for _ in 0..windows {
+            let stall = rng.uniform_open() < p_stall;
+            for i in 0..100 {
+                let v = if (stall && i < stalled) || rng.uniform_open() < p_late {
+                    1_000_000 + (rng.uniform_open() * 500_000.0) as u64
+                } else {
+                    5_000 + (rng.exp1() * 25_000.0) as u64
+                };
+                r.record(Nanos(v));
+                w.record(Nanos(v));
+            }
+        }
+        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+        rec.duration_ns = Nanos::from_ms(100 * windows as u64);
+        let mut s = r.to_series("cpu0.latency", Metric::Latency);
+        s.cpu = Some(0);
+        if keep_windows {
+            s.windows = Some(w.windows());
+        }
+        rec.series.push(s);
+        rec
+    }
+
+    #[test]
+    fn runs_of_one_bursty_machine_are_no_difference_when_whole_windows_are_resampled() {
+        // Each run stalls in ~2 of its 110 windows, 40 wake-ups at a time:
+        // how many stalls a run met decides its p99 and p99.9, and two runs
+        // of the same machine meet 0 to 5 of them.
+        let opts = CompareOptions {
+            replicates: 1000,
+            ..Default::default()
+        };
+        let bursty = (0.02, 40, 0.0);
+        let (mut by_window, mut by_sample) = (0, 0);
+        for i in 0..20 {
+            let differs = |keep| {
+                let a = windowed(300 + i, 110, bursty, keep);
+                let b = windowed(400 + i, 110, bursty, keep);
+                let c = compare(&a, &b, &opts).unwrap();
+                if keep {
+                    assert!(
+                        matches!(
+                            c.series[0].resampling,
+                            Resampling::Windows {
+                                base_windows: 110,
+                                ..
+                            }
+                        ),
+                        "{:?}",
+                        c.series[0].resampling
+                    );
+                } else {
+                    assert!(matches!(c.series[0].resampling, Resampling::Samples { .. }));
+                }
+                c.answer != Answer::NoDifference
+            };
+            by_window += differs(true) as u32;
+            by_sample += differs(false) as u32;
+        }
+        assert!(
+            by_window <= 1,
+            "{by_window} of 20 pairs of one machine differed"
+        );
+        // What the windows are for: resampled sample by sample, the same
+        // pairs differ far more often.
+        assert!(
+            by_sample >= by_window + 5,
+            "{by_sample} against {by_window}"
+        );
+    }
+
+    #[test]
+    fn a_steady_competitor_is_a_regression_by_window_too() {
+        // The noisy neighbour: 10% of the wake-ups of every window late,
+        // against an idle machine that stalls now and then, 10 wake-ups
+        // at a time (0.2% of them: its p99.9, not its p99).
+        let opts = CompareOptions {
+            replicates: 1000,
+            ..Default::default()
+        };
+        for i in 0..10 {
+            let idle = windowed(500 + i, 110, (0.02, 10, 0.0), true);
+            let noisy = windowed(600 + i, 110, (0.02, 10, 0.1), true);
+            let c = compare(&idle, &noisy, &opts).unwrap();
+            assert!(matches!(c.series[0].resampling, Resampling::Windows { .. }));
+            assert_eq!(c.answer, Answer::Regressed, "pair {i}: {c:?}");
+            assert_eq!(
+                compare(&noisy, &idle, &opts).unwrap().answer,
+                Answer::Improved
+            );
+        }
+    }
+
+    #[test]
+    fn a_shift_of_every_window_is_a_regression() {
+        // The same machine, every latency 60% longer: the windows agree
+        // with each other, so the interval is narrow and beyond 20%.
+        let opts = CompareOptions {
+            quantiles: vec![0.5, 0.99],
+            ..Default::default()
+        };
+        let base = windowed(7, 110, (0.0, 0, 0.0), true);
+        let mut new = windowed(8, 110, (0.0, 0, 0.0), true);
+        let s = &mut new.series[0];
+        let mut r = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
+        let mut w = punctual_record::WindowRecorder::new(100);
+        for win in &s.windows.as_ref().unwrap().counts {
+            for (lo, c) in win {
+                for _ in 0..*c {
+                    r.record(Nanos(lo * 8 / 5));
+                    w.record(Nanos(lo * 8 / 5));
+                }
+            }
+        }
+        *s = r.to_series("cpu0.latency", Metric::Latency);
+        s.windows = Some(w.windows());
+        let c = compare(&base, &new, &opts).unwrap();
+        assert!(matches!(c.series[0].resampling, Resampling::Windows { .. }));
+        for q in &c.series[0].quantiles {
+            assert_eq!(q.answer, Answer::Regressed, "{q:?}");
+            let (lo, hi) = q.ratio_ci.unwrap();
+            assert!(lo > 1.2 && lo < 1.6 && hi > 1.6, "{q:?}");
+        }
+    }
+
+    #[test]
+    fn too_few_or_inconsistent_windows_fall_back_and_say_why() {
+        let opts = CompareOptions::default();
+        let a = windowed(1, 110, (0.0, 0, 0.01), true);
+        let short = windowed(2, 110, (0.0, 0, 0.01), true);
+        let mut few = short.clone();
+        let w = few.series[0].windows.as_mut().unwrap();
+        let head: Vec<_> = w.counts.drain(..).collect();
+        // 110 windows merged into 10: too few to resample.
+        w.counts = head
+            .chunks(11)
+            .map(|c| c.iter().fold(Vec::new(), |acc, x| merge_sorted(&acc, x)))
+            .collect();
+        let c = compare(&a, &few, &opts).unwrap();
+        match &c.series[0].resampling {
+            Resampling::Samples { why } => assert!(why.starts_with("NEW has 10 windows"), "{why}"),
+            r => panic!("{r:?}"),
+        }
+        let mut odd = short.clone();
+        odd.series[0].windows.as_mut().unwrap().counts.pop();
+        let c = compare(&odd, &a, &opts).unwrap();
+        match &c.series[0].resampling {
+            Resampling::Samples { why } => assert!(why.contains("BASE windows hold"), "{why}"),
+            r => panic!("{r:?}"),
+        }
+    }
+
+    fn merge_sorted(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        let mut m = std::collections::BTreeMap::new();
+        for (lo, c) in a.iter().chain(b) {
+            *m.entry(*lo).or_insert(0) += c;
+        }
+        m.into_iter().collect()
     }
 
     #[test]

@@ -329,21 +329,57 @@ impl StopArgs {
         let (Some(cmd), Some(e)) = (&self.on_threshold, rec.extra.get("stopped_at")) else {
             return;
         };
-        let num = |k: &str| e.get(k).and_then(|v| v.as_u64()).unwrap_or(0).to_string();
-        let status = std::process::Command::new("/bin/sh")
-            .args(["-c", cmd])
-            .env("PUNCTUAL_VALUE_NS", num("value_ns"))
-            .env("PUNCTUAL_CPU", num("cpu"))
-            .env("PUNCTUAL_AT_NS", num("at_ns"))
-            .env("PUNCTUAL_MONO_NS", num("mono_ns"))
-            .env("PUNCTUAL_THRESHOLD_NS", num("threshold_ns"))
-            .env("PUNCTUAL_KIND", &rec.kind)
-            .status();
-        match status {
-            Ok(s) if s.success() => {}
-            Ok(s) => eprintln!("punctual: --on-threshold '{cmd}' ended with {s}"),
-            Err(e) => eprintln!("punctual: --on-threshold '{cmd}' could not run: {e}"),
-        }
+        let num = |k: &str| e.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+        run_on_threshold(
+            cmd,
+            &ThresholdEvent {
+                kind: &rec.kind,
+                value_ns: num("value_ns"),
+                cpu: num("cpu"),
+                at_ns: num("at_ns"),
+                mono_ns: num("mono_ns"),
+                threshold_ns: num("threshold_ns"),
+                tid: None,
+            },
+        );
+    }
+}
+
+/// What `--on-threshold`'s command is told about the event that crossed
+/// the threshold, the same for every verb that stops at one.
+pub struct ThresholdEvent<'a> {
+    /// `timer`, `noise` or `watch`.
+    pub kind: &'a str,
+    pub value_ns: u64,
+    pub cpu: u64,
+    /// From the run's start.
+    pub at_ns: u64,
+    /// CLOCK_MONOTONIC, to find the event in other tools' traces.
+    pub mono_ns: u64,
+    pub threshold_ns: u64,
+    /// The late thread (`watch`).
+    pub tid: Option<i32>,
+}
+
+/// Runs an `--on-threshold` command through `/bin/sh -c` with the event
+/// in its environment and waits for it; its failure is a warning (the
+/// measurement stands).
+pub fn run_on_threshold(cmd: &str, e: &ThresholdEvent) {
+    let mut c = std::process::Command::new("/bin/sh");
+    c.args(["-c", cmd])
+        .env("PUNCTUAL_VALUE_NS", e.value_ns.to_string())
+        .env("PUNCTUAL_CPU", e.cpu.to_string())
+        .env("PUNCTUAL_AT_NS", e.at_ns.to_string())
+        .env("PUNCTUAL_MONO_NS", e.mono_ns.to_string())
+        .env("PUNCTUAL_THRESHOLD_NS", e.threshold_ns.to_string())
+        .env("PUNCTUAL_KIND", e.kind);
+    if let Some(t) = e.tid {
+        c.env("PUNCTUAL_TID", t.to_string());
+    }
+    match c.status() {
+        Ok(s) if s.success() => {}
+        Ok(s) => eprintln!("punctual: --on-threshold '{cmd}' ended with {s}"),
+        Err(err) => eprintln!("punctual: --on-threshold '{cmd}' could not run: {err}"),
     }
 }
 

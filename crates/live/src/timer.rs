@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use punctual_record::{Metric, Record, Recorder, Warning};
+use punctual_record::{Metric, Record, Recorder, Warning, WindowRecorder};
 use punctual_units::Nanos;
 
 use crate::clock::{mono, sleep_until};
@@ -32,10 +32,18 @@ pub struct TimerProcessor {
     interval: Nanos,
     start: Nanos,
     latency: Recorder,
+    /// The latencies again by window of the run, for `compare`'s
+    /// resampling of whole stretches.
+    windows: WindowRecorder,
     between: Recorder,
     spikes: SpikeLog,
     prev_actual: Option<Nanos>,
 }
+
+/// Span of a latency window to begin with: long enough to hold a stall
+/// from outside the probe (tens of ms) whole, short enough that an 11 s
+/// run has about a hundred windows to resample.
+pub const WINDOW: Nanos = Nanos::from_ms(100);
 
 impl TimerProcessor {
     /// `start` is the run's time origin (spike times are relative to it).
@@ -46,6 +54,7 @@ impl TimerProcessor {
             interval,
             start,
             latency: Recorder::new(bucket).with_sample_period(interval),
+            windows: WindowRecorder::new(WINDOW.0 / interval.0.max(1)),
             between: Recorder::new(bucket).with_sample_period(interval),
             spikes,
             prev_actual: None,
@@ -60,6 +69,7 @@ impl TimerProcessor {
         // replayed feed, a coarse clock) is counted as zero latency.
         let lat = actual.saturating_sub(expected);
         self.latency.record(lat);
+        self.windows.record(lat);
         if let Some(p) = self.prev_actual {
             self.between.record(actual.saturating_sub(p));
         }
@@ -117,6 +127,7 @@ impl TimerProcessor {
             offset: Nanos::ZERO,
             tid: 0,
             latency: self.latency,
+            windows: self.windows,
             interval: self.between,
             spikes: self.spikes,
             stopped: None,
@@ -354,6 +365,7 @@ pub struct TimerCpuResult {
     /// own wake-ups from the work that delayed them (0 when not known).
     pub tid: i32,
     pub latency: Recorder,
+    pub windows: WindowRecorder,
     pub interval: Recorder,
     pub spikes: SpikeLog,
     /// The wake-up over `--stop-at` that ended this thread's run.
@@ -570,6 +582,7 @@ impl TimerOutcome {
                 .latency
                 .to_series(&format!("cpu{}.latency", r.cpu), Metric::Latency);
             s.cpu = Some(r.cpu);
+            s.windows = Some(r.windows.windows());
             rec.series.push(s);
             let mut s = r
                 .interval

@@ -558,6 +558,7 @@ impl Recorder {
                 bucket_ns: self.bucket_ns,
                 buckets: self.buckets().collect(),
             },
+            windows: None,
             hdr,
         }
     }

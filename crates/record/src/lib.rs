@@ -28,6 +28,7 @@ pub mod sim;
 mod verdict;
 mod warning;
 pub mod watch;
+pub mod windows;
 
 pub use fix::{
     preemptible as fix_preemptible, Fix, FixFigures, MissRate, ProfileFigure, ReservationMiss,
@@ -36,6 +37,7 @@ pub use fix::{
 pub use histogram::{Histogram, Recorder, DEFAULT_BUCKET_NS};
 pub use verdict::{VerdictBasis, VerdictEntry, VerdictState};
 pub use warning::{Severity, Warning};
+pub use windows::{WindowRecorder, Windows};
 
 /// Version of the wire format written by this build.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -404,6 +406,11 @@ pub struct Series {
     pub observed_ns: Option<Nanos>,
     /// Lossless at `bucket_ns` resolution, sparse.
     pub histogram: Histogram,
+    /// The samples again, window by window in run order (probes only):
+    /// what lets `compare` resample whole stretches of the run, so that
+    /// bursts of late samples count as the few events they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Windows>,
     /// HdrHistogram V2 (deflate) serialization, base64: merges losslessly
     /// across records and feeds HdrHistogram's own tools.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -17,6 +17,7 @@ use crate::opts;
   punctual watch --pid $(pidof pipewire) --duration 30s
   punctual watch --pid 4242 --tid 4250 --period 1ms --json w.json
   punctual watch --pid 4242 --stop-at 500us --duration 10m
+  punctual watch --pid 4242 --stop-at 1ms --on-threshold 'echo $PUNCTUAL_VALUE_NS ns, thread $PUNCTUAL_TID'
   punctual watch --pid 4242 --stop-at 2ms --stop-stacks --stop-raw w.dat --stop-trace w.perfetto.json
 `punctual forecast w.json` and `punctual advise w.json` read its record as a probe's.
 How it works and what it costs: docs/workflows.md")]
@@ -37,6 +38,14 @@ pub struct Args {
     /// that wake-up and its causes).
     #[arg(long, value_name = "D", value_parser = opts::positive_duration)]
     pub stop_at: Option<Nanos>,
+    /// With --stop-at: run this shell command when the threshold is
+    /// crossed, with the event in its environment, as `timer`'s:
+    /// PUNCTUAL_VALUE_NS (the wake-up's latency), PUNCTUAL_CPU,
+    /// PUNCTUAL_AT_NS (from the run's start), PUNCTUAL_MONO_NS
+    /// (CLOCK_MONOTONIC), PUNCTUAL_THRESHOLD_NS, PUNCTUAL_KIND (watch),
+    /// and PUNCTUAL_TID (the late thread).
+    #[arg(long, value_name = "CMD", requires = "stop_at")]
+    pub on_threshold: Option<String>,
     /// With --stop-at: write the second before the event as a Perfetto
     /// trace (the slowest wake-ups on each CPU's track, with what filled
     /// each). Written only when the threshold was crossed.
@@ -114,5 +123,19 @@ pub fn run(args: Args) -> CliResult {
         opts::write_stop_trace(p, &rec, s.at_ns.0)?;
     }
     opts::write_stop_raw(args.stop_raw.as_deref(), &rec, raw.as_ref())?;
+    if let (Some(cmd), Some(s)) = (&args.on_threshold, rec.watch().and_then(|w| w.stopped_at)) {
+        opts::run_on_threshold(
+            cmd,
+            &opts::ThresholdEvent {
+                kind: "watch",
+                value_ns: s.latency_ns.0,
+                cpu: s.cpu.into(),
+                at_ns: s.at_ns.0,
+                mono_ns: rec.started_mono_ns.map_or(0, |o| o.0 + s.at_ns.0),
+                threshold_ns: s.threshold_ns.0,
+                tid: Some(s.tid),
+            },
+        );
+    }
     crate::output::write_json(&rec, &args.json)
 }

@@ -126,7 +126,9 @@ fn sigkill_leaves_a_journal_that_cleanup_and_the_next_run_replay() {
         c.env("PUNCTUAL_RUN_DIR", run.path());
         c
     };
-    for how in ["--cleanup", "next run"] {
+    // "another verb": a verb that traces nothing must still find the
+    // killed run's instance, put it back and say so.
+    for how in ["--cleanup", "next run", "another verb"] {
         let mut child = bin()
             .args(["cause", "--cpus", "1", "--duration", "60s"])
             .stdout(Stdio::null())
@@ -148,11 +150,17 @@ fn sigkill_leaves_a_journal_that_cleanup_and_the_next_run_replay() {
                 .assert()
                 .success()
                 .stdout(predicate::str::contains(format!("punctual-{pid}")));
-        } else {
+        } else if how == "next run" {
             bin()
                 .args(["cause", "--cpus", "1", "--duration", "100ms"])
                 .assert()
                 .success();
+        } else {
+            bin()
+                .args(["sysinfo"])
+                .assert()
+                .success()
+                .stderr(predicate::str::contains(format!("punctual-{pid}")));
         }
         assert!(!instance(pid).exists(), "{how}: instance left behind");
         assert!(!journal(pid).exists(), "{how}: journal left behind");

@@ -66,6 +66,7 @@ fn evidence_flags_need_stop_at_and_the_recorder() {
         vec!["timer", "--stop-at", "1ms", "--stop-raw", dat],
         vec!["noise", "--stop-at", "1ms", "--stop-stacks"],
         vec!["timer", "--cause", "--stop-stacks"],
+        vec!["watch", "--pid", "1", "--on-threshold", "true"],
     ] {
         let out = punctual().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -329,4 +330,68 @@ fn watch_stop_at_keeps_the_same_evidence() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("stopped at +"), "{stdout}");
     assert!(stdout.contains("kernel stack of "), "{stdout}");
+}
+
+/// `watch --on-threshold` hands the command the wake-up that crossed
+/// `--stop-at`, in the environment `timer`'s gets, plus the late thread:
+/// the same figures the record keeps.
+#[test]
+fn watch_on_threshold_hands_the_event_to_a_command() {
+    if let Some(r) = live_skip() {
+        eprintln!("skipped: {r}");
+        return;
+    }
+    let _live = live();
+    let dir = tempfile::tempdir().unwrap();
+    let (env, j) = (dir.path().join("env.txt"), dir.path().join("w.json"));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tid, h) = periodic(1, Arc::clone(&stop));
+    let blocker = Blocker::start(1, Duration::from_millis(1500), Duration::from_millis(5));
+    let out = punctual()
+        .args(["watch", "--pid", &std::process::id().to_string()])
+        .args(["--tid", &tid.to_string(), "--duration", "20s"])
+        .args(["--stop-at", "3ms", "--on-threshold"])
+        .arg(format!(
+            "echo $PUNCTUAL_KIND $PUNCTUAL_TID $PUNCTUAL_CPU $PUNCTUAL_VALUE_NS $PUNCTUAL_AT_NS $PUNCTUAL_MONO_NS $PUNCTUAL_THRESHOLD_NS > {}",
+            env.display()
+        ))
+        .arg("--json")
+        .arg(&j)
+        .env("PUNCTUAL_RUN_DIR", dir.path().join("run"))
+        .output()
+        .unwrap();
+    drop(blocker);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v = read_json(&j);
+    let s = &v["extra"]["watch"]["stopped_at"];
+    assert!(s.is_object(), "the run stopped at its threshold: {v}");
+    let at = s["at_ns"].as_u64().unwrap();
+    let mono = v["started_mono_ns"].as_u64().unwrap() + at;
+    assert_eq!(
+        std::fs::read_to_string(&env).unwrap(),
+        format!(
+            "watch {tid} {} {} {at} {mono} 3000000\n",
+            s["cpu"], s["latency_ns"]
+        )
+    );
+    // Below the threshold nothing runs.
+    let env2 = dir.path().join("env2.txt");
+    let (tid, h) = {
+        stop.store(false, Ordering::Relaxed);
+        periodic(1, Arc::clone(&stop))
+    };
+    let out = punctual()
+        .args(["watch", "--pid", &std::process::id().to_string()])
+        .args(["--tid", &tid.to_string(), "--duration", "1s"])
+        .args(["--stop-at", "10s", "--on-threshold"])
+        .arg(format!("touch {}", env2.display()))
+        .env("PUNCTUAL_RUN_DIR", dir.path().join("run"))
+        .output()
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(!env2.exists(), "no event, no command");
 }

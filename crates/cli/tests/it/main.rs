@@ -19,6 +19,7 @@ mod load;
 mod measure;
 mod monitor;
 mod mttf_chart;
+mod readme;
 mod remedy;
 mod report;
 mod reserve;

@@ -62,6 +62,9 @@ pub fn render(c: &Comparison) -> String {
             ));
         }
     }
+    for se in &c.series {
+        s.push_str(&format!("{}: {}\n", se.name, se.resampling.describe()));
+    }
     for (name, why) in &c.skipped {
         s.push_str(&format!("{name}: not compared: {why}\n"));
     }
