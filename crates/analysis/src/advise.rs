@@ -399,6 +399,7 @@ fn judge(
         permanent_how: c.permanent_how,
         observed: None,
         takes_out,
+        observed_sources: Vec::new(),
     }
 }
 
@@ -769,6 +770,21 @@ fn named_sources(rec: &Record, cpu: u32) -> Vec<Named> {
         .collect();
     v.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
     v
+}
+
+/// Every source attributed on `cpu`, largest first, at most `max`: its
+/// time in the CPU's logged spikes and stolen intervals, as `takes_out`
+/// counts it. A `--verify` run's list says what remained after a fix.
+pub fn attributed(rec: &Record, cpu: u32, max: usize) -> Vec<punctual_record::TakenOut> {
+    named_sources(rec, cpu)
+        .into_iter()
+        .take(max)
+        .map(|n| punctual_record::TakenOut {
+            kind: n.kind,
+            name: n.name,
+            total_ns: Nanos(n.total_ns),
+        })
+        .collect()
 }
 
 /// The probe's real-time priority from the record's configuration
@@ -1623,6 +1639,34 @@ mod tests {
 
     fn profiles() -> Vec<Profile> {
         crate::profiles::builtin()
+    }
+
+    /// What a `--verify` run keeps of its attribution: each source's time
+    /// summed over the CPU's spikes and stolen split, largest first, cut
+    /// at the number asked for, and nothing of another CPU.
+    #[test]
+    fn attributed_sums_spikes_and_stolen_time_largest_first() {
+        let mut r = record();
+        r.spikes.push(Spike {
+            at_ns: Nanos::ZERO,
+            cpu: 0,
+            task: None,
+            metric: Metric::Latency,
+            value_ns: Nanos::from_ms(50),
+            causes: vec![share("thread", "elsewhere/7", 50_000_000)],
+            incomplete: false,
+        });
+        let all = attributed(&r, 1, 10);
+        let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["hog/42", "eth0", "no guest event"]);
+        // 2000 spikes of 900 µs, and 1.8 s in the stolen split.
+        assert_eq!(all[0].total_ns, Nanos(2000 * 900_000 + 1_800_000_000));
+        // 200 spikes of 30 µs, and 60 ms in the stolen split.
+        assert_eq!(all[1].total_ns, Nanos(200 * 30_000 + 60_000_000));
+        assert_eq!(attributed(&r, 1, 1).len(), 1);
+        assert!(attributed(&r, 0, 10)
+            .iter()
+            .all(|t| t.name == "elsewhere/7"));
     }
 
     /// A 1 ms timer on CPU 1 for 200 s, drawn from `seed`: every wake-up
