@@ -943,6 +943,39 @@ impl Elsewhere {
     }
 }
 
+/// The RT throttling on the CPU that the real-time thread `n` caused:
+/// throttling stops the real-time class once it used its runtime of the
+/// period (`sched_rt_runtime_us` of `sched_rt_period_us`), and without
+/// `n` the CPU time of the other real-time threads named on the CPU stays
+/// below that share. Moving `n` away then ends the throttling too, and
+/// the fair server's gaps with it (nothing real-time is left to starve the
+/// fair class). Empty when the record shows no throttling, `n` is not
+/// real-time, or the others alone would still run into it.
+fn throttled_by(rec: &Record, named: &[Named], n: &Named) -> Vec<Named> {
+    let throttle: Vec<Named> = named
+        .iter()
+        .filter(|x| x.kind == "throttle")
+        .cloned()
+        .collect();
+    let limit = match (rec.platform.rt_runtime_us, rec.platform.rt_period_us) {
+        (Some(r), Some(p)) if r >= 0 && p > 0 => r as f64 / p as f64,
+        _ => return Vec::new(),
+    };
+    if throttle.is_empty() || rt_of(&n.sched).is_none() || n.cpu_fraction <= 0.0 {
+        return Vec::new();
+    }
+    let others: f64 = named
+        .iter()
+        .filter(|x| x.kind == "thread" && x.name != n.name && rt_of(&x.sched).is_some())
+        .map(|x| x.cpu_fraction)
+        .sum();
+    if others < limit {
+        throttle
+    } else {
+        Vec::new()
+    }
+}
+
 /// Every fix tried on `cpu`, in the order they are judged: per named
 /// source (largest first) its move and priority fixes, then isolation,
 /// RT throttling, C-states, preemption and buffering.
@@ -959,7 +992,13 @@ fn candidates(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
     for n in movable {
         match n.kind.as_str() {
             "irq" if to.first.is_some() => out.push(irq_affinity(rec, cpu, &named, n, &to)),
-            "thread" => out.extend(thread_fixes(cpu, n, &to, prio)),
+            "thread" => out.extend(thread_fixes(
+                cpu,
+                n,
+                &to,
+                prio,
+                &throttled_by(rec, &named, n),
+            )),
             _ => {}
         }
     }
@@ -1043,7 +1082,13 @@ fn irq_affinity(rec: &Record, cpu: u32, named: &[Named], n: &Named, to: &Elsewhe
 /// Move the thread `n` to the other CPUs, and lower it below the task
 /// when it ran at or above the task's priority. Per-CPU kernel threads
 /// and interrupt threads get neither (they move with their interrupt).
-fn thread_fixes(cpu: u32, n: &Named, to: &Elsewhere, prio: Option<u32>) -> Vec<Candidate> {
+fn thread_fixes(
+    cpu: u32,
+    n: &Named,
+    to: &Elsewhere,
+    prio: Option<u32>,
+    throttle: &[Named],
+) -> Vec<Candidate> {
     let mut out = Vec::new();
     let (comm, tid) = comm_tid(&n.name);
     if per_cpu_kthread(&comm) || comm.starts_with("irq/") {
@@ -1067,9 +1112,20 @@ fn thread_fixes(cpu: u32, n: &Named, to: &Elsewhere, prio: Option<u32>) -> Vec<C
             description: format!("move thread {} off CPU {cpu} to CPU {to}", n.name),
             why: format!(
                 "{} was attributed {} inside CPU {cpu}'s spikes and stolen intervals; \
-                 taken out of them",
+                 taken out of them{}",
                 n.name,
-                Nanos(n.total_ns)
+                Nanos(n.total_ns),
+                if throttle.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", and with it the RT throttling ({}) it ran the CPU's real-time \
+                         work into: without its {} of the CPU the real-time threads left \
+                         fit in the RT runtime",
+                        Nanos(throttle.iter().map(|t| t.total_ns).sum()),
+                        pct(n.cpu_fraction)
+                    )
+                }
             ),
             cost: format!(
                 "its CPU time moves to CPU {to}: {} of a CPU measured here",
@@ -1081,7 +1137,12 @@ fn thread_fixes(cpu: u32, n: &Named, to: &Elsewhere, prio: Option<u32>) -> Vec<C
                 "in the systemd unit that starts {comm} (systemctl edit UNIT):\n\
                  [Service]\nCPUAffinity={to}\nor start it with taskset -c {to}"
             ),
-            change: Change::Remove(vec![(n.kind.clone(), n.name.clone())]),
+            change: Change::Remove(
+                std::iter::once(n)
+                    .chain(throttle)
+                    .map(|x| (x.kind.clone(), x.name.clone()))
+                    .collect(),
+            ),
         });
     }
     // Above (or level with) the task: it preempts it only by
@@ -1952,6 +2013,64 @@ mod tests {
             .insert("fair_server_period_ns".into(), "1000000000".into());
         let st = lift(&r).predicted.stolen_fraction.unwrap();
         assert!((st - 0.02).abs() < 1e-9, "{st}");
+    }
+
+    /// A busy FIFO 1 thread that used 90 % of the CPU ran the real-time
+    /// class into RT throttling: moving it ends the throttling too, so
+    /// its move takes the throttled time out with it; lowering it (still
+    /// real-time) would not, and no fix is offered for that here.
+    #[test]
+    fn moving_the_real_time_thread_that_ran_into_throttling_ends_it() {
+        let mut r = throttled("6.18.4", Nanos::ZERO);
+        r.platform.rt_runtime_us = Some(950_000);
+        r.platform.rt_period_us = Some(1_000_000);
+        r.stolen[0]
+            .by_source
+            .push(share("thread", "busy/9", 1_000_000));
+        let mut sum = r.cause().unwrap();
+        sum.per_cpu[0].sources.push(SourceTotalShare {
+            total: SourceTotal {
+                kind: "thread".into(),
+                name: "busy/9".into(),
+                sched: Some("rt1".into()),
+                count: 1,
+                total_ns: 90_000_000_000,
+                max_ns: 1_000_000,
+            },
+            share: 0.9,
+        });
+        r.set_cause(&sum);
+        let p = vec![consumer(2000)];
+        let fixes = advise(&r, &p, false).unwrap().fixes;
+        let mv = fixes.iter().find(|f| f.kind == "thread-affinity").unwrap();
+        assert!(
+            mv.takes_out.iter().any(|t| t.kind == "throttle"),
+            "{:?}",
+            mv.takes_out
+        );
+        assert_eq!(mv.predicted.stolen_fraction, Some(0.0));
+        // Another real-time thread as busy would still run into it.
+        sum.per_cpu[0].sources.push(SourceTotalShare {
+            total: SourceTotal {
+                kind: "thread".into(),
+                name: "busy2/10".into(),
+                sched: Some("rt1".into()),
+                count: 1,
+                total_ns: 96_000_000_000,
+                max_ns: 1_000_000,
+            },
+            share: 0.9,
+        });
+        r.set_cause(&sum);
+        r.stolen[0]
+            .by_source
+            .push(share("thread", "busy2/10", 1_000_000));
+        let fixes = advise(&r, &p, false).unwrap().fixes;
+        let mv = fixes
+            .iter()
+            .find(|f| f.kind == "thread-affinity" && f.id.contains("busy-9"))
+            .unwrap();
+        assert!(mv.takes_out.iter().all(|t| t.kind != "throttle"));
     }
 
     /// What a `--verify` run keeps of its attribution: each source's time
