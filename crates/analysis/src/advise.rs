@@ -1255,7 +1255,7 @@ fn rt_runtime(rec: &Record, cpu: u32, named: &[Named]) -> Option<Candidate> {
                  the kernel's fair server ({} every {}, {}) then runs the CPU's fair-class \
                  work above every real-time thread: it used {} of CPU {cpu} in the throttled \
                  time ({} throttled, {} of it idle), so {} of the CPU stays taken as whole \
-                 gaps; {:.0}% of the throttled time is kept, the rest taken out",
+                 gaps; {}",
                 Nanos(total),
                 k.runtime,
                 k.period,
@@ -1264,7 +1264,16 @@ fn rt_runtime(rec: &Record, cpu: u32, named: &[Named]) -> Option<Candidate> {
                 pct(k.throttle_share),
                 pct(k.idle_share),
                 pct(k.throttle_share * k.kept),
-                k.kept * 100.0
+                if k.kept >= 1.0 {
+                    "all of the throttled time is kept: lifting the knob is predicted to buy \
+                     nothing"
+                        .to_string()
+                } else {
+                    format!(
+                        "{:.0}% of the throttled time is kept, the rest taken out",
+                        k.kept * 100.0
+                    )
+                }
             ),
         ),
         _ => (
