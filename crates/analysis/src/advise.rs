@@ -945,9 +945,9 @@ impl Elsewhere {
 
 /// The RT throttling on the CPU that the real-time thread `n` caused:
 /// throttling stops the real-time class once it used its runtime of the
-/// period (`sched_rt_runtime_us` of `sched_rt_period_us`), and without
-/// `n` the CPU time of the other real-time threads named on the CPU stays
-/// below that share. Moving `n` away then ends the throttling too, and
+/// period (`sched_rt_runtime_us` of `sched_rt_period_us`); `n` used more
+/// of the CPU than any other real-time thread named there, and without
+/// `n` their CPU time stays below that share. Moving `n` away then ends the throttling too, and
 /// the fair server's gaps with it (nothing real-time is left to starve the
 /// fair class). Empty when the record shows no throttling, `n` is not
 /// real-time, or the others alone would still run into it.
@@ -964,12 +964,16 @@ fn throttled_by(rec: &Record, named: &[Named], n: &Named) -> Vec<Named> {
     if throttle.is_empty() || rt_of(&n.sched).is_none() || n.cpu_fraction <= 0.0 {
         return Vec::new();
     }
-    let others: f64 = named
+    let others: Vec<&Named> = named
         .iter()
         .filter(|x| x.kind == "thread" && x.name != n.name && rt_of(&x.sched).is_some())
-        .map(|x| x.cpu_fraction)
-        .sum();
-    if others < limit {
+        .collect();
+    // The thread that never rests is the one that used the most of the
+    // real-time runtime; one that rests (a periodic FIFO 99 thread) used
+    // a sliver, and moving it leaves the busy one to run into the limit.
+    let largest = others.iter().all(|x| x.cpu_fraction < n.cpu_fraction);
+    let left: f64 = others.iter().map(|x| x.cpu_fraction).sum();
+    if largest && left < limit {
         throttle
     } else {
         Vec::new()
@@ -2058,6 +2062,35 @@ mod tests {
             mv.takes_out
         );
         assert_eq!(mv.predicted.stolen_fraction, Some(0.0));
+        // A FIFO 99 thread that rests (5 % of the CPU) did not cause it:
+        // moving it leaves the busy one to run into the limit.
+        let mut small = r.clone();
+        let mut s2 = small.cause().unwrap();
+        s2.per_cpu[0].sources.push(SourceTotalShare {
+            total: SourceTotal {
+                kind: "thread".into(),
+                name: "noisy/5".into(),
+                sched: Some("rt99".into()),
+                count: 1,
+                total_ns: 5_000_000_000,
+                max_ns: 1_000_000,
+            },
+            share: 0.05,
+        });
+        small.set_cause(&s2);
+        small.stolen[0]
+            .by_source
+            .push(share("thread", "noisy/5", 1_000_000));
+        let fixes = advise(&small, &p, false).unwrap().fixes;
+        let by = |id: &str| fixes.iter().find(|f| f.id.starts_with(id)).unwrap();
+        assert!(by("thread-noisy-5")
+            .takes_out
+            .iter()
+            .all(|t| t.kind != "throttle"));
+        assert!(by("thread-busy-9")
+            .takes_out
+            .iter()
+            .any(|t| t.kind == "throttle"));
         // Another real-time thread as busy would still run into it.
         sum.per_cpu[0].sources.push(SourceTotalShare {
             total: SourceTotal {
