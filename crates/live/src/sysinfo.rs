@@ -402,8 +402,13 @@ pub fn collect() -> Platform {
             format!("{:.3}", f * 100.0),
         );
     }
+    // The fair server's share is what lifting RT throttling leaves to
+    // fair-class work (advise's rt-runtime prediction).
     if let Some(d) = read("/sys/kernel/debug/sched/fair_server/cpu0/runtime") {
         p.other.insert("fair_server_runtime_ns".into(), d);
+    }
+    if let Some(d) = read("/sys/kernel/debug/sched/fair_server/cpu0/period") {
+        p.other.insert("fair_server_period_ns".into(), d);
     }
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     if let Some(c) = cgroup_version(&mounts) {

@@ -129,6 +129,13 @@ pub struct Fix {
     /// known cause can tell how much of it a fix takes out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub takes_out: Vec<TakenOut>,
+    /// The sources the measurement with the fix applied attributed on the
+    /// CPU, largest first, read as `takes_out` reads the record: what
+    /// remained, so a prediction the measurement missed can be explained
+    /// from data (which source the fix did not take out, or which one it
+    /// brought).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observed_sources: Vec<TakenOut>,
 }
 
 /// One source a fix takes out, as attribution named it.

@@ -155,6 +155,10 @@ pub fn run(a: Args) -> CliResult {
     Ok(())
 }
 
+/// Sources of the second run's attribution kept in `fixes[].observed_sources`:
+/// enough to see what remained, without copying a whole cause summary.
+pub const OBSERVED_SOURCES: usize = 16;
+
 /// Independent simulator runs per reservation mode: the spread over
 /// them gives the miss rate's interval.
 pub const RESERVATION_RUNS: u32 = 6;
@@ -323,6 +327,7 @@ fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResul
         .collect();
     let observed = advise::figures(&second, fix.cpu, &asked);
     fix.observed = Some(observed);
+    fix.observed_sources = advise::attributed(&second, fix.cpu, OBSERVED_SOURCES);
     print!("{}", punctual_report::text::advise::verify_text(fix));
     if keep {
         println!("kept; to make it permanent:");
@@ -423,6 +428,7 @@ fn verify_reservation(
         .filter_map(|p| profs.iter().find(|q| q.name == p.profile).cloned())
         .collect();
     fix.observed = Some(advise::figures(&second, fix.cpu, &asked));
+    fix.observed_sources = advise::attributed(&second, fix.cpu, OBSERVED_SOURCES);
     print!("{}", punctual_report::text::advise::verify_text(fix));
     println!("ended with the probe: the machine is as it was before --apply");
     Ok(())

@@ -6,6 +6,10 @@ use punctual_analysis::advise::Remainder;
 use punctual_analysis::verdict::human_secs;
 use punctual_record::{Fix, FixFigures, Nanos, Record, VerdictState};
 
+/// Sources of the second run printed under `--verify` (all are in the
+/// record's `fixes[].observed_sources`).
+const VERIFY_SOURCES_SHOWN: usize = 6;
+
 fn mttf(m: Option<f64>) -> String {
     m.map(human_secs).unwrap_or_else(|| "never".into())
 }
@@ -337,6 +341,33 @@ pub fn verify_text(f: &Fix) -> String {
             "",
             format!("({})", ci(&ob.ci_s))
         ));
+    }
+    if f.observed_sources.is_empty() {
+        out.push_str("attributed with the fix applied: nothing (the second run named no source)\n");
+    } else {
+        out.push_str(&format!(
+            "attributed with the fix applied on CPU {}, largest first:\n",
+            f.cpu
+        ));
+        for t in f.observed_sources.iter().take(VERIFY_SOURCES_SHOWN) {
+            // A source the prediction took out yet still attributed is
+            // where a prediction and its measurement part.
+            let was = if f
+                .takes_out
+                .iter()
+                .any(|o| o.kind == t.kind && o.name == t.name)
+            {
+                " (predicted taken out)"
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "  {:>12} {} {}{was}\n",
+                t.total_ns.to_string(),
+                t.kind,
+                t.name
+            ));
+        }
     }
     out
 }
