@@ -19,7 +19,7 @@ use punctual_record::{Metric, Nanos, Platform, Record, Series, Severity, Source}
 use crate::svg::{
     time_ticks, BarChart, GanttBar, GanttChart, Line, LineChart, Mark, PeriodChart, Scale, PALETTE,
 };
-use crate::tail::{self, Profile, PROFILES};
+use crate::tail::{self, BufferingRange, BUFFERING_RANGES};
 use crate::xml::Xml;
 use crate::Input;
 
@@ -30,7 +30,7 @@ pub struct HtmlOptions {
     /// log-spaced bins (`LOG_BINS`).
     pub bucket: Nanos,
     /// Profile for the MTTF-against-buffering plot.
-    pub profile: &'static Profile,
+    pub profile: &'static BufferingRange,
     /// Target mean time to underrun (the horizontal line).
     pub target_mttf: Nanos,
     /// Compute time per buffer as a fraction of the buffer (Cota-Robles & Held's
@@ -46,7 +46,7 @@ impl Default for HtmlOptions {
     fn default() -> Self {
         HtmlOptions {
             bucket: Nanos::from_us(100),
-            profile: &PROFILES[2],
+            profile: &BUFFERING_RANGES[2],
             target_mttf: Nanos::from_secs(3600),
             compute_fraction: 0.25,
             max_periods: 200,
@@ -437,7 +437,7 @@ fn section_tails(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut ta
             o.compute_fraction * 100.0
         ),
     );
-    let marks: Vec<Mark> = PROFILES
+    let marks: Vec<Mark> = BUFFERING_RANGES
         .iter()
         .map(|p| {
             let s = tail::slack(p.n_min, p.t_min, o.compute_fraction);
@@ -735,7 +735,7 @@ fn section_mttf(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tai
         "p",
         &[("class", "note")],
         &format!(
-            "Profile {}: buffers of {}–{}, {}–{} of them, compute {:.0}% of a buffer. MTTF = t / P(latency > (n−1)·t − c) (computed by punctual_analysis). Red line: target {}. Dashed lines: fewer than 10 samples exceeded the slack, so the probability comes from the fitted tail. Missing points: no underrun observed or predicted at that buffering. With several records, one buffer length (the middle one) per record, in the record's colour. The axis stops at 100 years: points drawn on its top edge are beyond it. Where the model's MTTF fell as buffering grew (the fitted tail taking over from the counted one), the smaller buffering is drawn at the larger one's MTTF, since more buffering cannot underrun more often; the legend counts such points.",
+            "BufferingRange {}: buffers of {}–{}, {}–{} of them, compute {:.0}% of a buffer. MTTF = t / P(latency > (n−1)·t − c) (computed by punctual_analysis). Red line: target {}. Dashed lines: fewer than 10 samples exceeded the slack, so the probability comes from the fitted tail. Missing points: no underrun observed or predicted at that buffering. With several records, one buffer length (the middle one) per record, in the record's colour. The axis stops at 100 years: points drawn on its top edge are beyond it. Where the model's MTTF fell as buffering grew (the fitted tail taking over from the counted one), the smaller buffering is drawn at the larger one's MTTF, since more buffering cannot underrun more often; the legend counts such points.",
             p.name,
             p.t_min,
             p.t_max,

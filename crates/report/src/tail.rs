@@ -156,10 +156,13 @@ pub fn estimate_text(e: &Estimate) -> String {
     }
 }
 
-/// A workload profile of Cota-Robles & Held Table 1: buffers of `t_min..=t_max`,
-/// `n_min..=n_max` of them, with compute `compute_fraction` of a buffer.
+/// The buffering range of a workload of Cota-Robles & Held Table 1:
+/// buffers of `t_min..=t_max`, `n_min..=n_max` of them, which the HTML
+/// page's MTTF plot sweeps. Named apart from
+/// `punctual_analysis::profiles::Profile`, the verdicts' workload with its
+/// compute and target, which it does not replace.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Profile {
+pub struct BufferingRange {
     pub name: &'static str,
     pub t_min: Nanos,
     pub t_max: Nanos,
@@ -167,29 +170,29 @@ pub struct Profile {
     pub n_max: u32,
 }
 
-pub const PROFILES: [Profile; 4] = [
-    Profile {
+pub const BUFFERING_RANGES: [BufferingRange; 4] = [
+    BufferingRange {
         name: "adsl",
         t_min: Nanos::from_ms(2),
         t_max: Nanos::from_ms(4),
         n_min: 2,
         n_max: 6,
     },
-    Profile {
+    BufferingRange {
         name: "modem",
         t_min: Nanos::from_ms(4),
         t_max: Nanos::from_ms(16),
         n_min: 2,
         n_max: 6,
     },
-    Profile {
+    BufferingRange {
         name: "rt-audio",
         t_min: Nanos::from_ms(8),
         t_max: Nanos::from_ms(24),
         n_min: 2,
         n_max: 8,
     },
-    Profile {
+    BufferingRange {
         name: "rt-video",
         t_min: Nanos::from_ms(33),
         t_max: Nanos::from_ms(50),
@@ -198,8 +201,8 @@ pub const PROFILES: [Profile; 4] = [
     },
 ];
 
-pub fn profile_named(name: &str) -> Option<&'static Profile> {
-    PROFILES.iter().find(|p| p.name == name)
+pub fn range_named(name: &str) -> Option<&'static BufferingRange> {
+    BUFFERING_RANGES.iter().find(|p| p.name == name)
 }
 
 /// Cota-Robles & Held: the latency a design of n buffers of length t tolerates.

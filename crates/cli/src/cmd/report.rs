@@ -149,7 +149,7 @@ fn options(a: &Args) -> CliResult<(crate::gates::Gates, csv::Table, html::HtmlOp
             a.csv_table
         ))
     })?;
-    let profile = tail::profile_named(&a.profile).ok_or_else(|| {
+    let profile = tail::range_named(&a.profile).ok_or_else(|| {
         CliError::usage(format!(
             "--profile '{}' is not a known profile; use adsl, modem, rt-audio or rt-video",
             a.profile
