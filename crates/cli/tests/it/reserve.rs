@@ -721,6 +721,92 @@ fn sigterm_keeps_results_and_sigkill_leftovers_are_cleaned_by_cleanup() {
     assert_totals_not_negative();
 }
 
+/// A killed `reserve` leaves CPU 1 partitioned and the root's load
+/// balancing off; the next verb that is not `reserve` (here `check`, which
+/// would otherwise measure on that machine) puts both back before it
+/// measures, says so on stderr, and leaves the machine as it was before the
+/// killed run.
+#[test]
+fn a_killed_reserve_is_put_back_by_the_next_check() {
+    let _g = lock();
+    if let Some(r) = live_skip_reason(true) {
+        eprintln!("skipped: {r}");
+        return;
+    }
+    let root = cpuset_root().unwrap();
+    if !leftovers(&root).is_empty() {
+        eprintln!(
+            "skipped: other runs' cpusets {:?} already turn load balancing off",
+            leftovers(&root)
+        );
+        return;
+    }
+    let balance_before = load_balance(&root);
+    let dir = tempfile::tempdir().unwrap();
+    // The run directory every verb replays at start: reserve's journal goes
+    // there, as it does by default.
+    let run_dir = dir.path().join("run");
+    let mut child = punctual()
+        .args([
+            "reserve", "--budget", "4ms", "--period", "20ms", "--cpu", "1",
+        ])
+        .args(["--duration", "30s", "--test-app", "--journal-dir"])
+        .arg(&run_dir)
+        .env("PUNCTUAL_RUN_DIR", &run_dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(
+        wait_for(|| leftovers_of(&root, pid).len() == 2, 10),
+        "partition never appeared"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !leftovers_of(&root, pid).is_empty(),
+        "SIGKILL left nothing: test proves nothing"
+    );
+    assert_eq!(
+        load_balance(&root),
+        "0",
+        "the partition turns balancing off"
+    );
+
+    let o = punctual()
+        .args(["check", "--duration", "1s", "--cpus", "0"])
+        .env("PUNCTUAL_RUN_DIR", &run_dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    // Said before the measurement, naming what it put back.
+    let said = err
+        .lines()
+        .find(|l| l.starts_with("punctual: put back what a killed run left"))
+        .unwrap_or_else(|| panic!("no word of the killed run: {err}"));
+    assert!(said.contains("removed cpuset"), "{said}");
+    assert!(
+        leftovers_of(&root, pid).is_empty(),
+        "{:?}: {err}",
+        leftovers_of(&root, pid)
+    );
+    assert_eq!(load_balance(&root), balance_before, "{err}");
+    let left: Vec<_> = std::fs::read_dir(&run_dir)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "journals left: {left:?}: {err}");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(run_dir.to_str().unwrap()),
+        "a mount is left: {err}"
+    );
+    assert_totals_not_negative();
+}
+
 /// The root's load balancing is back on once this run's partition is gone,
 /// unless another run's partition (a `punctual-*` cpuset left standing)
 /// still turns it off, which is that run's to restore.
