@@ -426,7 +426,8 @@ fn long_stall_warning(m: &TailModel) -> Option<String> {
 /// injector's switch back), and a timer record reads each length only
 /// through its own wake-up path. Live, on such a case (a 2 ms burst every
 /// 23.1 ms, 2 × 3 ms, c = 1 ms: `bench/long-stall.sh 20 1 3`), the
-/// timer-only forecast stayed 1.3–2.1× below what a real consumer saw,
+/// timer-only forecast fell 1.2–10× below what a real consumer saw over
+/// two runs of three rounds,
 /// while the simulated one, whose stalls are exactly as long as the
 /// record says, is right (docs/forecast.md §3.5). Said only where the
 /// stall term comes from the timer's wake-ups, and where those stalls
@@ -461,7 +462,7 @@ fn near_slack_warning(
             "{:.0} % of the stalls are longer than the probe's {} period and end within one \
              period of the {} slack: whether one that begins during the compute underruns is \
              decided by the consumer's own wake-up and switches, which the timer does not pay; \
-             on such a case a real consumer underran 1.3–2.1 × as often as the timer-only \
+             on such a case a real consumer underran 1.2–10 × as often as the timer-only \
              forecast (docs/forecast.md §3.5), so read it as likely too low, and measure stolen \
              time on a running thread (--stalls NOISE_RECORD, or a check record's own)",
             100.0 * share,
