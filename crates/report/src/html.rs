@@ -735,7 +735,7 @@ fn section_mttf(x: &mut Xml, inputs: &[Input], o: &HtmlOptions, models: &mut tai
         "p",
         &[("class", "note")],
         &format!(
-            "BufferingRange {}: buffers of {}–{}, {}–{} of them, compute {:.0}% of a buffer. MTTF = t / P(latency > (n−1)·t − c) (computed by punctual_analysis). Red line: target {}. Dashed lines: fewer than 10 samples exceeded the slack, so the probability comes from the fitted tail. Missing points: no underrun observed or predicted at that buffering. With several records, one buffer length (the middle one) per record, in the record's colour. The axis stops at 100 years: points drawn on its top edge are beyond it. Where the model's MTTF fell as buffering grew (the fitted tail taking over from the counted one), the smaller buffering is drawn at the larger one's MTTF, since more buffering cannot underrun more often; the legend counts such points.",
+            "Profile {}: buffers of {}–{}, {}–{} of them, compute {:.0}% of a buffer. MTTF = t / P(latency > (n−1)·t − c) (computed by punctual_analysis). Red line: target {}. Dashed lines: fewer than 10 samples exceeded the slack, so the probability comes from the fitted tail. Missing points: no underrun observed or predicted at that buffering. With several records, one buffer length (the middle one) per record, in the record's colour. The axis stops at 100 years: points drawn on its top edge are beyond it. Where the model's MTTF fell as buffering grew (the fitted tail taking over from the counted one), the smaller buffering is drawn at the larger one's MTTF, since more buffering cannot underrun more often; the legend counts such points.",
             p.name,
             p.t_min,
             p.t_max,
