@@ -25,7 +25,11 @@ from the repository's root; needs only python3.
 """
 import os
 import re
+import signal
 import sys
+
+# A closed pipe (`| head`) ends the listing quietly, as the verbs do.
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRATES = os.path.join(ROOT, "crates")
