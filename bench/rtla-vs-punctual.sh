@@ -26,32 +26,9 @@ root=$PWD
 T=/sys/kernel/tracing
 
 if [ "${PUNCTUAL_BENCH_INSIDE:-}" != 1 ]; then
-  for p in rtla jq qemu-system-x86_64; do
-    command -v $p >/dev/null || need=1
-  done
-  if [ -n "${need:-}" ] || ! ls /boot/vmlinuz-*-rt-amd64 >/dev/null 2>&1; then
-    apt-get update -qq
-    INITRD=No DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rtla jq qemu-system-x86 \
-      busybox-static linux-image-rt-amd64 >/dev/null
-  fi
-  command -v vng >/dev/null || pip3 install -q virtme-ng
-  cargo build --release -q -p punctual
-  out=$root/target/bench-rtla
-  rm -rf "$out"; mkdir -p "$out"
-  if grep -qw timerlat $T/available_tracers 2>/dev/null; then
-    PUNCTUAL_BENCH_INSIDE=1 PUNCTUAL_BENCH_OUT=$out "$0" "$ROUNDS" "$SECS" "$CPU"
-  else
-    k=$(ls /boot/vmlinuz-*-rt-amd64 | sort -V | tail -1)
-    echo "booting $(basename "$k") under QEMU TCG (2 vCPUs) to run the rounds inside"
-    vng --run "$k" --disable-kvm --force-9p --cpus 2 --memory 2G --rwdir "$out" \
-      --exec "PUNCTUAL_BENCH_WHERE='QEMU TCG guest' PUNCTUAL_BENCH_INSIDE=1 PUNCTUAL_BENCH_OUT=$out bench/rtla-vs-punctual.sh $ROUNDS $SECS $CPU" \
-      >"$out/console.log" 2>&1 || true
-  fi
-  if [ ! -f "$out/result.txt" ]; then
-    echo "the guest did not finish; its console:"; tail -40 "$out/console.log"; exit 1
-  fi
-  cat "$out/result.txt"
-  exit 0
+  . bench/rt-guest.sh
+  run_in_rt_kernel "$root/target/bench-rtla" bench/rtla-vs-punctual.sh "$ROUNDS" "$SECS" "$CPU"
+  exit
 fi
 
 # Inside the kernel with the tracers.
