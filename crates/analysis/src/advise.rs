@@ -1798,6 +1798,22 @@ mod tests {
     use punctual_record::cause::{CpuAccount, SourceTotal, SourceTotalShare};
     use punctual_record::{Recorder, Source, SourceShare, Spike, Stolen};
 
+    /// A real-time thread attributed `total_ns` in one long run (the
+    /// throttling tests' busy and resting threads).
+    fn busy_thread(name: &str, sched: &str, total_ns: u64, share: f64) -> SourceTotalShare {
+        SourceTotalShare {
+            total: SourceTotal {
+                kind: "thread".into(),
+                name: name.into(),
+                sched: Some(sched.into()),
+                count: 1,
+                total_ns,
+                max_ns: 1_000_000,
+            },
+            share,
+        }
+    }
+
     fn share(kind: &str, name: &str, ns: u64) -> SourceShare {
         SourceShare {
             kind: kind.into(),
@@ -2041,17 +2057,9 @@ mod tests {
             .by_source
             .push(share("thread", "busy/9", 1_000_000));
         let mut sum = r.cause().unwrap();
-        sum.per_cpu[0].sources.push(SourceTotalShare {
-            total: SourceTotal {
-                kind: "thread".into(),
-                name: "busy/9".into(),
-                sched: Some("rt1".into()),
-                count: 1,
-                total_ns: 90_000_000_000,
-                max_ns: 1_000_000,
-            },
-            share: 0.9,
-        });
+        sum.per_cpu[0]
+            .sources
+            .push(busy_thread("busy/9", "rt1", 90_000_000_000, 0.9));
         r.set_cause(&sum);
         let p = vec![consumer(2000)];
         let fixes = advise(&r, &p, false).unwrap().fixes;
@@ -2066,17 +2074,9 @@ mod tests {
         // moving it leaves the busy one to run into the limit.
         let mut small = r.clone();
         let mut s2 = small.cause().unwrap();
-        s2.per_cpu[0].sources.push(SourceTotalShare {
-            total: SourceTotal {
-                kind: "thread".into(),
-                name: "noisy/5".into(),
-                sched: Some("rt99".into()),
-                count: 1,
-                total_ns: 5_000_000_000,
-                max_ns: 1_000_000,
-            },
-            share: 0.05,
-        });
+        s2.per_cpu[0]
+            .sources
+            .push(busy_thread("noisy/5", "rt99", 5_000_000_000, 0.05));
         small.set_cause(&s2);
         small.stolen[0]
             .by_source
@@ -2092,17 +2092,9 @@ mod tests {
             .iter()
             .any(|t| t.kind == "throttle"));
         // Another real-time thread as busy would still run into it.
-        sum.per_cpu[0].sources.push(SourceTotalShare {
-            total: SourceTotal {
-                kind: "thread".into(),
-                name: "busy2/10".into(),
-                sched: Some("rt1".into()),
-                count: 1,
-                total_ns: 96_000_000_000,
-                max_ns: 1_000_000,
-            },
-            share: 0.9,
-        });
+        sum.per_cpu[0]
+            .sources
+            .push(busy_thread("busy2/10", "rt1", 96_000_000_000, 0.9));
         r.set_cause(&sum);
         r.stolen[0]
             .by_source

@@ -610,6 +610,25 @@ fn a_command_runs_under_the_reservation_and_is_charged() {
     assert!(left_by_dead_runs(&cpuset_root().unwrap()).is_empty());
 }
 
+/// Waits for `child`'s reserve run to build its partition (its two
+/// cpusets), SIGKILLs it, and checks the kill left the partition behind,
+/// so what follows tests a real leftover. Returns the dead run's pid.
+fn sigkill_once_partitioned(mut child: std::process::Child, root: &Path) -> u32 {
+    let pid = child.id();
+    assert!(
+        wait_for(|| leftovers_of(root, pid).len() == 2, 10),
+        "partition never appeared"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !leftovers_of(root, pid).is_empty(),
+        "SIGKILL left nothing: test proves nothing"
+    );
+    pid
+}
+
 fn wait_for(cond: impl Fn() -> bool, secs: u64) -> bool {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(secs) {
@@ -675,19 +694,8 @@ fn sigterm_keeps_results_and_sigkill_leftovers_are_cleaned_by_cleanup() {
 
     // SIGKILL: nothing runs on exit, so the partition stays …
     let json2 = dir.path().join("k.json");
-    let mut child = punctual().args(args(&json2)).spawn().unwrap();
-    let pid = child.id();
-    assert!(
-        wait_for(|| leftovers_of(&root, pid).len() == 2, 10),
-        "partition never appeared"
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(
-        !leftovers_of(&root, pid).is_empty(),
-        "SIGKILL left nothing: test proves nothing"
-    );
+    let child = punctual().args(args(&json2)).spawn().unwrap();
+    let pid = sigkill_once_partitioned(child, &root);
     assert_eq!(load_balance(&root), "0");
     assert!(!json2.exists());
     // … until --cleanup undoes the dead run's journal.
@@ -746,7 +754,7 @@ fn a_killed_reserve_is_put_back_by_the_next_check() {
     // The run directory every verb replays at start: reserve's journal goes
     // there, as it does by default.
     let run_dir = dir.path().join("run");
-    let mut child = punctual()
+    let child = punctual()
         .args([
             "reserve", "--budget", "4ms", "--period", "20ms", "--cpu", "1",
         ])
@@ -757,18 +765,7 @@ fn a_killed_reserve_is_put_back_by_the_next_check() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    assert!(
-        wait_for(|| leftovers_of(&root, pid).len() == 2, 10),
-        "partition never appeared"
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(
-        !leftovers_of(&root, pid).is_empty(),
-        "SIGKILL left nothing: test proves nothing"
-    );
+    let pid = sigkill_once_partitioned(child, &root);
     assert_eq!(
         load_balance(&root),
         "0",
