@@ -303,11 +303,11 @@ pub fn holding<E>(
     let Some(req) = req else {
         return run();
     };
-    let mut held = CStateHold::hold(req, cpus);
-    let rec = run();
-    let problems = held.release();
-    let mut rec = rec?;
-    held.note(&mut rec);
+    let (mut rec, problems) = holding_with(req, cpus, |held| {
+        let mut rec = run()?;
+        held.note(&mut rec);
+        Ok(rec)
+    })?;
     for p in problems {
         rec.warnings.push(punctual_record::Warning::Other {
             message: format!("could not put the idle states back: {p}"),
