@@ -73,15 +73,23 @@ def punctual(binary, toml, duration=None, late="abort"):
             else ["--set", "sim.edf_ties=ready", "--set", "sim.priority_ties=ready"])
     if duration:
         cmd += ["--duration", duration]
+    return run_simulate(cmd, out, "compare.py")
+
+
+def run_simulate(cmd, out, who):
+    """Runs `punctual simulate` (`cmd`, writing its record to `out`): the
+    CPU time of the whole process (its rusage), that of the simulation
+    alone (the "s of CPU" of its summary) and the per-task outcomes.
+    compare_mp.py runs it the same way."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True)
     text = p.stdout.read()
     _, status, ru = os.wait4(p.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"compare.py: {' '.join(cmd)} failed")
+        sys.exit(f"{who}: {' '.join(cmd)} failed")
     m = re.search(r"of wall time, ([0-9.]+) s of CPU", text)
     if not m:
-        sys.exit(f"compare.py: no simulation CPU time in the summary of {' '.join(cmd)}")
+        sys.exit(f"{who}: no simulation CPU time in the summary of {' '.join(cmd)}")
     return (ru.ru_utime + ru.ru_stime, float(m.group(1)),
             json.load(open(out))["extra"]["sim"]["tasks"])
 

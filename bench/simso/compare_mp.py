@@ -23,12 +23,12 @@ Exit status 1 when any outcome differs.
 import glob
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 
 HERE = sys.path[0]
+from compare import run_simulate  # noqa: E402
 FIELDS = ("releases", "jobs", "deadline_misses", "aborted", "preemptions",
           "migrations", "task_migrations")
 LATE = "continue"
@@ -45,17 +45,7 @@ def punctual(binary, toml, policy, duration=None):
         cmd += ["--set", "sim.on_miss=abort"]
     if duration:
         cmd += ["--duration", duration]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True)
-    text = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"compare_mp.py: {' '.join(cmd)} failed")
-    m = re.search(r"of wall time, ([0-9.]+) s of CPU", text)
-    if not m:
-        sys.exit(f"compare_mp.py: no simulation CPU time in the summary of {' '.join(cmd)}")
-    return (ru.ru_utime + ru.ru_stime, float(m.group(1)),
-            json.load(open(out))["extra"]["sim"]["tasks"])
+    return run_simulate(cmd, out, "compare_mp.py")
 
 
 def simso(py, js, policy):
