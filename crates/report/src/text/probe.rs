@@ -169,7 +169,7 @@ pub fn stopped_line(rec: &Record) -> String {
         line.push_str(&format!("; filled by {}", causes.join(", ")));
     }
     line.push('\n');
-    line.push_str(&stack_lines(e.get("stack")));
+    line.push_str(&stack_or_why(rec, e.get("stack"), num("cpu")));
     line
 }
 
@@ -177,6 +177,22 @@ pub fn stopped_line(rec: &Record) -> String {
 /// are the tracepoint and the scheduler, the outermost the system call or
 /// interrupt entry; what the task was doing sits between.
 const STACK_FRAMES_SHOWN: usize = 16;
+
+/// The stack of what held `cpu` through a `--stop-at` event, or, when
+/// `--stop-stacks` asked for one and the kernel took none there, why:
+/// saying nothing would read as a stack that was lost.
+pub fn stack_or_why(rec: &Record, stack: Option<&serde_json::Value>, cpu: u64) -> String {
+    match stack {
+        Some(_) => stack_lines(stack),
+        None if rec.config.get("stop_stacks").and_then(|v| v.as_bool()) == Some(true) => {
+            format!(
+                "no kernel stack: no task but punctual's own gave CPU {cpu} back inside the \
+                 event, so interrupts, the hypervisor or an idle exit held it\n"
+            )
+        }
+        None => String::new(),
+    }
+}
 
 /// The kernel stack of what held the CPU (`stopped_at.stack`, with
 /// `--stop-stacks`), one frame a line, or nothing.
@@ -341,5 +357,31 @@ mod tests {
             osnoise_lines(&rec),
             "osnoise cpu1: 3 summaries, interference hw 4 nmi 0 irq 9 softirq 1 thread 2, largest single noise 25us\n"
         );
+    }
+
+    /// A `--stop-stacks` run whose event held no task switch says so
+    /// under its `stopped at` line; a stack, when there is one, is shown
+    /// instead; a run that did not ask says nothing of stacks.
+    #[test]
+    fn a_missing_stack_is_explained_only_when_one_was_asked_for() {
+        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+        rec.extra.insert(
+            "stopped_at".into(),
+            serde_json::json!({"cpu": 1, "value_ns": 25_000_000, "at_ns": 2_000_000_000u64,
+                               "mono_ns": 7, "threshold_ns": 20_000_000}),
+        );
+        assert!(!stopped_line(&rec).contains("stack"));
+        rec.config
+            .insert("stop_stacks".into(), serde_json::Value::Bool(true));
+        let line = stopped_line(&rec);
+        assert!(
+            line.contains("no kernel stack: no task but punctual's own gave CPU 1 back"),
+            "{line}"
+        );
+        rec.extra.get_mut("stopped_at").unwrap()["stack"] =
+            serde_json::json!({"task": "spin/9", "frames": ["__schedule+0x1"]});
+        let line = stopped_line(&rec);
+        assert!(line.contains("kernel stack of spin/9"), "{line}");
+        assert!(!line.contains("no kernel stack"), "{line}");
     }
 }

@@ -188,7 +188,7 @@ pub fn render(rec: &Record, top: usize) -> (String, String) {
             filled_by(&s.causes)
         );
         let stack = s.stack.as_ref().and_then(|k| serde_json::to_value(k).ok());
-        out.push_str(&probe::stack_lines(stack.as_ref()));
+        out.push_str(&probe::stack_or_why(rec, stack.as_ref(), u64::from(s.cpu)));
     }
     (out, probe::warnings_block(rec))
 }
