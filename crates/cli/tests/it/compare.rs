@@ -91,11 +91,12 @@ fn json_to_stdout_and_junit_file() {
 
 #[test]
 fn bad_input_is_one_sentence_and_exit_2() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["--quantiles", "99,150"], "not a percentile"),
         (&["--min-change", "lots"], "not a percentage"),
         (&["--min-change=-5%"], "negative"),
         (&["--level", "2"], "not between 0 and 1"),
+        (&["--block-windows", "0"], "at least one window"),
     ];
     for (extra, says) in cases {
         let out = punctual()
