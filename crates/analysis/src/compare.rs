@@ -38,9 +38,9 @@
 //! a host's busy spell or another tenant's burst lasts a second or more,
 //! many windows in a row. Drawn one by one, those windows would each
 //! appear in a replicate about once, and a run that met one such episode
-//! would look as if every run meets one. So a block holds as many
-//! consecutive windows as the run's windows are alike their neighbours:
-//! the per-window share of samples at or above the quantile tested
+//! would look as if every run meets one. So a block holds the more
+//! consecutive windows the more the run's windows resemble their
+//! neighbours: the per-window share of samples at or above the quantile tested
 //! (pooled over both runs) is the statistic, and its autocovariances set
 //! the length by Politis & White's rule for the circular block bootstrap
 //! ([`crate::blocklen`]), for each run and quantile on its own. A steady
@@ -504,10 +504,10 @@ fn compare_series(
         let (kb, kn) = row.episode_size;
         let lengths = match &blocks {
             Ok((bb, bn)) => {
-                let at = pooled_quantile_lower(&pooled, q);
+                let at_ns = pooled_quantile_lower_ns(&pooled, q);
                 let length = |b: &Blocks| match opts.block_windows {
                     Some(l) => l.clamp(1, b.windows.len()),
-                    None => b.block_length(at),
+                    None => b.block_length(at_ns),
                 };
                 let (lb, ln) = (length(bb), length(bn));
                 if let Resampling::Windows { blocks, .. } = &mut resampling {
@@ -604,8 +604,8 @@ fn pooled_counts(b: &Blocks, n: &Blocks) -> Vec<(u64, u64)> {
     m.into_iter().collect()
 }
 
-/// Lower bound of the bucket holding the pooled `q` quantile.
-fn pooled_quantile_lower(pooled: &[(u64, u64)], q: f64) -> u64 {
+/// Lower bound in ns of the bucket holding the pooled `q` quantile.
+fn pooled_quantile_lower_ns(pooled: &[(u64, u64)], q: f64) -> u64 {
     let total: u64 = pooled.iter().map(|p| p.1).sum();
     let rank = ((q * total as f64).ceil() as u64).max(1);
     let mut seen = 0;
@@ -659,11 +659,11 @@ impl Blocks {
     }
 
     /// Windows per block for the quantile whose pooled bucket starts at
-    /// `at` ns: Politis & White's length for the share of each window's
+    /// `at_ns`: Politis & White's length for the share of each window's
     /// samples at or above it, rounded, at most a [`MIN_BLOCKS`]th of the
     /// run.
-    fn block_length(&self, at: u64) -> usize {
-        let from = self.lowers.partition_point(|lo| *lo < at);
+    fn block_length(&self, at_ns: u64) -> usize {
+        let from = self.lowers.partition_point(|lo| *lo < at_ns);
         let shares: Vec<f64> = self
             .windows
             .iter()
@@ -1146,8 +1146,9 @@ mod tests {
         }
     }
 
-    /// A run of `windows` windows of 100 wake-ups, latencies of 13 µs and
-    /// a little more; those of the windows in `slow` twice as long, as when
+    /// A run of `windows` windows of 100 wake-ups, latencies of 12 µs plus
+    /// an exponential part of 2 µs on average; those of the windows in
+    /// `slow` twice as long, as when
     /// the host is busy for a second or more (`slow`: `(from, to)`, `to`
     /// excluded).
     fn episode(seed: u64, windows: usize, slow: &[(usize, usize)]) -> Record {
