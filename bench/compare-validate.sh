@@ -15,14 +15,17 @@
 # work), and its comparison says so rather than the method.
 #
 # The records' latency series carry per-window counts, and compare
-# resamples whole windows of each run; NO_WINDOWS=1 compares copies with
+# resamples blocks of consecutive windows of each run, as many per block
+# as the run's neighbouring windows are alike. BLOCK_WINDOWS=N fixes the
+# block length (1: windows one by one); NO_WINDOWS=1 compares copies with
 # the windows taken out, so that compare falls back to resampling sample
-# by sample: the same records under both methods.
+# by sample: the same records under each method.
 #
 # usage: bench/compare-validate.sh [PAIRS=10] [SECONDS=11] [CPU=0]
 #        bench/compare-validate.sh --records DIR [PAIRS=10]
 #          (compare again the records a previous run kept in DIR)
 #        NO_WINDOWS=1 bench/compare-validate.sh --records DIR [PAIRS=10]
+#        BLOCK_WINDOWS=1 bench/compare-validate.sh --records DIR [PAIRS=10]
 set -euo pipefail
 REUSE=
 if [ "${1:-}" = "--records" ]; then REUSE=$2; shift 2; fi
@@ -30,6 +33,8 @@ PAIRS=${1:-10}; SECS=${2:-11}; CPU=${3:-0}
 cd "$(dirname "$0")/.."
 cargo build --release -q -p punctual
 BIN=${CARGO_TARGET_DIR:-target}/release/punctual
+HOW=()
+if [ -n "${BLOCK_WINDOWS:-}" ]; then HOW=(--block-windows "$BLOCK_WINDOWS"); fi
 LOAD="cpu:policy=fifo,priority=99,cpus=$CPU,duty=0.1,period=20ms"
 OUT=${REUSE:-$(mktemp -d)}
 missed() {
@@ -50,8 +55,8 @@ for i in $(seq 1 "$PAIRS"); do
     A=$A.nowin; B=$B.nowin; N=$N.nowin
   fi
   set +e
-  "$BIN" compare "$A" "$B" >"$OUT/ab$i.txt" 2>&1; ab=$?
-  "$BIN" compare "$A" "$N" >"$OUT/an$i.txt" 2>&1; an=$?
+  "$BIN" compare "${HOW[@]}" "$A" "$B" >"$OUT/ab$i.txt" 2>&1; ab=$?
+  "$BIN" compare "${HOW[@]}" "$A" "$N" >"$OUT/an$i.txt" 2>&1; an=$?
   set -e
   # Exit 0 is also "improved": only "no difference" counts for idle/idle.
   [ "$ab" -eq 0 ] && ! grep -qw improved "$OUT/ab$i.txt" && same=$((same + 1))

@@ -27,15 +27,35 @@
 //! tenant's build for two seconds of it, a host that steals in one stretch
 //! and not the next). When both series carry their samples window by
 //! window (`Series::windows`, written by the timer probe), the interval
-//! comes from a block bootstrap instead: each replicate draws the run's
-//! windows with replacement and recomputes the quantile from their summed
-//! histograms, so a run whose windows disagree gets an interval as wide as
-//! that disagreement (Carlstein's non-overlapping block bootstrap; the
-//! windows, about 100 ms at first, are longer than the stalls that make
-//! neighbouring wake-ups late together). Without windows (records of
-//! older versions, merged records, simulations) the episode bootstrap
-//! above is used and the comparison says so: its interval leaves out the
-//! run's variability beyond what the spike log shows.
+//! comes from a block bootstrap instead: each replicate draws runs of
+//! consecutive windows (circular blocks) until it has as many windows as
+//! the run, and recomputes the quantile from their summed histograms, so a
+//! run whose stretches disagree gets an interval as wide as that
+//! disagreement.
+//!
+//! The windows (about 100 ms at first) are longer than a stall that makes
+//! neighbouring wake-ups late together, but not than every disturbance:
+//! a host's busy spell or another tenant's burst lasts a second or more,
+//! many windows in a row. Drawn one by one, those windows would each
+//! appear in a replicate about once, and a run that met one such episode
+//! would look as if every run meets one. So a block holds the more
+//! consecutive windows the more the run's windows resemble their
+//! neighbours: the per-window share of samples at or above the quantile tested
+//! (pooled over both runs) is the statistic, and its autocovariances set
+//! the length by Politis & White's rule for the circular block bootstrap
+//! ([`crate::blocklen`]), for each run and quantile on its own. A steady
+//! disturbance (a competitor in every window, a slower machine) shows in
+//! every window alike, its shares do not depend on their neighbours, and
+//! its blocks stay near one window, so its interval stays narrow. Blocks
+//! are at most a tenth of the run ([`MIN_BLOCKS`]), so that a replicate
+//! still mixes ten stretches. What no resampling within a run can see is
+//! a change slower than the run: two runs that meet the machine in two
+//! different steady states differ, and their comparison says so.
+//!
+//! Without windows (records of older versions, merged records,
+//! simulations) the episode bootstrap above is used and the comparison
+//! says so: its interval leaves out the run's variability beyond what the
+//! spike log shows.
 //!
 //! A change counts only when the whole interval lies beyond `min_change`
 //! (and beyond one histogram bucket): the bootstrap sees only the sampling
@@ -85,6 +105,10 @@ pub struct CompareOptions {
     pub replicates: usize,
     /// Seed of the bootstrap: the same records give the same answer.
     pub seed: u64,
+    /// Consecutive windows per block in the block bootstrap; `None`
+    /// chooses it for each run and quantile from the windows' dependence
+    /// (the module's text). A fixed 1 resamples windows one by one.
+    pub block_windows: Option<usize>,
 }
 
 impl Default for CompareOptions {
@@ -99,6 +123,7 @@ impl Default for CompareOptions {
             min_change: 0.2,
             replicates: 4000,
             seed: 1,
+            block_windows: None,
         }
     }
 }
@@ -113,16 +138,34 @@ pub const MIN_ABOVE: f64 = 10.0;
 /// set by which ones it drew.
 pub const MIN_WINDOWS: usize = 16;
 
+/// Fewest blocks a replicate is made of: the block length is capped at
+/// the run's windows divided by this. With fewer, each replicate repeats a
+/// few long stretches, and the interval says more about which ones were
+/// drawn than about the run.
+pub const MIN_BLOCKS: usize = 10;
+
+/// The block length used for one quantile, in windows, in each run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BlockLength {
+    /// `p99`, `p99.9`.
+    pub quantile: String,
+    pub base: usize,
+    pub new: usize,
+}
+
 /// How a series' replicates were drawn.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "by", rename_all = "snake_case")]
 pub enum Resampling {
-    /// Whole windows of each run, with replacement.
+    /// Circular blocks of consecutive windows of each run, with
+    /// replacement.
     Windows {
         base_windows: usize,
         new_windows: usize,
         /// Samples per window in BASE and NEW (the last may hold fewer).
         samples_per_window: (u64, u64),
+        /// Windows per block, by tested quantile.
+        blocks: Vec<BlockLength>,
     },
     /// Sample by sample, the tail in episodes from the spike log; `why`
     /// says why windows were not used.
@@ -137,9 +180,21 @@ impl Resampling {
                 base_windows,
                 new_windows,
                 samples_per_window: (sb, sn),
-            } => format!(
-                "resampled by window of the run ({base_windows} windows of {sb} samples in BASE, {new_windows} of {sn} in NEW)"
-            ),
+                blocks,
+            } => {
+                let lengths: Vec<String> = blocks
+                    .iter()
+                    .map(|b| format!("{} {} in BASE, {} in NEW", b.quantile, b.base, b.new))
+                    .collect();
+                let lengths = if lengths.is_empty() {
+                    "no quantile tested".to_string()
+                } else {
+                    lengths.join("; ")
+                };
+                format!(
+                    "resampled by blocks of B consecutive windows, B as long as neighbouring windows stay alike (Politis & White's rule, at most a tenth of the run): {lengths} ({base_windows} windows of {sb} samples in BASE, {new_windows} of {sn} in NEW)"
+                )
+            }
             Resampling::Samples { why } => format!(
                 "resampled sample by sample, late ones in episodes from the spike log ({why}): the interval leaves out the run's swings between stretches, so a drift of the machine may read as a change"
             ),
@@ -390,13 +445,18 @@ fn compare_series(
         (Err(why), _) => Err(format!("BASE {why}")),
         (_, Err(why)) => Err(format!("NEW {why}")),
     };
-    let resampling = match &blocks {
+    let mut resampling = match &blocks {
         Ok((bb, bn)) => Resampling::Windows {
             base_windows: bb.windows.len(),
             new_windows: bn.windows.len(),
             samples_per_window: (bb.per_window, bn.per_window),
+            blocks: Vec::new(),
         },
         Err(why) => Resampling::Samples { why: why.clone() },
+    };
+    let pooled = match &blocks {
+        Ok((bb, bn)) => pooled_counts(bb, bn),
+        Err(_) => Vec::new(),
     };
     let mut quantiles = Vec::new();
     for &q in &opts.quantiles {
@@ -442,9 +502,31 @@ fn compare_series(
         let mut wb = vec![0f64; hb.buckets.len()];
         let mut wn = vec![0f64; hn.buckets.len()];
         let (kb, kn) = row.episode_size;
+        let lengths = match &blocks {
+            Ok((bb, bn)) => {
+                let at_ns = pooled_quantile_lower_ns(&pooled, q);
+                let length = |b: &Blocks| match opts.block_windows {
+                    Some(l) => l.clamp(1, b.windows.len()),
+                    None => b.block_length(at_ns),
+                };
+                let (lb, ln) = (length(bb), length(bn));
+                if let Resampling::Windows { blocks, .. } = &mut resampling {
+                    blocks.push(BlockLength {
+                        quantile: label.clone(),
+                        base: lb,
+                        new: ln,
+                    });
+                }
+                (lb, ln)
+            }
+            Err(_) => (1, 1),
+        };
         for _ in 0..opts.replicates.max(1) {
             let (qb, qn) = match &blocks {
-                Ok((bb, bn)) => (bb.resampled_quantile(q, rng), bn.resampled_quantile(q, rng)),
+                Ok((bb, bn)) => (
+                    bb.resampled_quantile(q, lengths.0, rng),
+                    bn.resampled_quantile(q, lengths.1, rng),
+                ),
                 Err(_) => {
                     let from = base_ns.min(new_ns);
                     (
@@ -509,10 +591,39 @@ fn usable_windows(s: &Series) -> Result<&Windows, String> {
     Ok(w)
 }
 
+/// Both runs' windows summed: `(lower_ns, count)` by increasing bucket.
+fn pooled_counts(b: &Blocks, n: &Blocks) -> Vec<(u64, u64)> {
+    let mut m = std::collections::BTreeMap::new();
+    for blocks in [b, n] {
+        for win in &blocks.windows {
+            for &(i, c) in win {
+                *m.entry(blocks.lowers[i]).or_insert(0u64) += c;
+            }
+        }
+    }
+    m.into_iter().collect()
+}
+
+/// Lower bound in ns of the bucket holding the pooled `q` quantile.
+fn pooled_quantile_lower_ns(pooled: &[(u64, u64)], q: f64) -> u64 {
+    let total: u64 = pooled.iter().map(|p| p.1).sum();
+    let rank = ((q * total as f64).ceil() as u64).max(1);
+    let mut seen = 0;
+    for &(lo, c) in pooled {
+        seen += c;
+        if seen >= rank {
+            return lo;
+        }
+    }
+    pooled.last().map_or(0, |p| p.0)
+}
+
 /// A record's windows laid out for resampling: each window's counts by
 /// index into one shared list of bucket values.
 struct Blocks {
-    /// Middle of each bucket any window uses, increasing.
+    /// Lower bound of each bucket any window uses, increasing.
+    lowers: Vec<u64>,
+    /// Middle of each of those buckets.
     values: Vec<u64>,
     windows: Vec<Vec<(usize, u64)>>,
     per_window: u64,
@@ -534,30 +645,59 @@ impl Blocks {
                     .collect()
             })
             .collect();
+        let n = lowers.len();
         Blocks {
             values: lowers
                 .iter()
                 .map(|lo| lo + window_bucket_width(*lo) / 2)
                 .collect(),
+            lowers,
             windows,
             per_window: w.samples_per_window,
-            sum: std::cell::RefCell::new(vec![0; lowers.len()]),
+            sum: std::cell::RefCell::new(vec![0; n]),
         }
     }
 
-    /// The `q` quantile of one replicate: as many windows as the run has,
-    /// drawn uniformly with replacement.
-    fn resampled_quantile(&self, q: f64, rng: &mut SplitMix64) -> u64 {
+    /// Windows per block for the quantile whose pooled bucket starts at
+    /// `at_ns`: Politis & White's length for the share of each window's
+    /// samples at or above it, rounded, at most a [`MIN_BLOCKS`]th of the
+    /// run.
+    fn block_length(&self, at_ns: u64) -> usize {
+        let from = self.lowers.partition_point(|lo| *lo < at_ns);
+        let shares: Vec<f64> = self
+            .windows
+            .iter()
+            .map(|win| {
+                let all: u64 = win.iter().map(|p| p.1).sum();
+                let above: u64 = win.iter().filter(|p| p.0 >= from).map(|p| p.1).sum();
+                above as f64 / all.max(1) as f64
+            })
+            .collect();
+        let cap = (self.windows.len() / MIN_BLOCKS).max(1);
+        (crate::blocklen::circular_block_length(&shares).round() as usize).clamp(1, cap)
+    }
+
+    /// The `q` quantile of one replicate: blocks of `block` consecutive
+    /// windows (wrapping round from the last window to the first), each
+    /// starting at a window drawn uniformly, until the replicate holds as
+    /// many windows as the run.
+    fn resampled_quantile(&self, q: f64, block: usize, rng: &mut SplitMix64) -> u64 {
         let mut sum = self.sum.borrow_mut();
         sum.iter_mut().for_each(|c| *c = 0);
-        let n = self.windows.len() as u128;
+        let len = self.windows.len();
+        let n = len as u128;
+        let block = block.clamp(1, len);
         let mut total = 0u64;
-        for _ in 0..self.windows.len() {
-            let j = ((rng.next_u64() as u128 * n) >> 64) as usize;
-            for &(i, c) in &self.windows[j] {
-                sum[i] += c;
-                total += c;
+        let mut taken = 0;
+        while taken < len {
+            let start = ((rng.next_u64() as u128 * n) >> 64) as usize;
+            for k in 0..block.min(len - taken) {
+                for &(i, c) in &self.windows[(start + k) % len] {
+                    sum[i] += c;
+                    total += c;
+                }
             }
+            taken += block;
         }
         let rank = ((q * total as f64).ceil() as u64).max(1);
         let mut seen = 0;
@@ -933,7 +1073,10 @@ mod tests {
             let idle = windowed(500 + i, 110, (0.02, 10, 0.0), true);
             let noisy = windowed(600 + i, 110, (0.02, 10, 0.1), true);
             let c = compare(&idle, &noisy, &opts).unwrap();
-            assert!(matches!(c.series[0].resampling, Resampling::Windows { .. }));
+            // Every window of NEW is alike: nothing to keep together.
+            for (_, new) in block_lengths(&c) {
+                assert!(new <= 3, "pair {i}: {:?}", block_lengths(&c));
+            }
             assert_eq!(c.answer, Answer::Regressed, "pair {i}: {c:?}");
             assert_eq!(
                 compare(&noisy, &idle, &opts).unwrap().answer,
@@ -966,7 +1109,9 @@ mod tests {
         *s = r.to_series("cpu0.latency", Metric::Latency);
         s.windows = Some(w.windows());
         let c = compare(&base, &new, &opts).unwrap();
-        assert!(matches!(c.series[0].resampling, Resampling::Windows { .. }));
+        for (b, n) in block_lengths(&c) {
+            assert!(b <= 3 && n <= 3, "{:?}", block_lengths(&c));
+        }
         for q in &c.series[0].quantiles {
             assert_eq!(q.answer, Answer::Regressed, "{q:?}");
             let (lo, hi) = q.ratio_ci.unwrap();
@@ -999,6 +1144,112 @@ mod tests {
             Resampling::Samples { why } => assert!(why.contains("BASE windows hold"), "{why}"),
             r => panic!("{r:?}"),
         }
+    }
+
+    /// A run of `windows` windows of 100 wake-ups, latencies of 12 µs plus
+    /// an exponential part of 2 µs on average; those of the windows in
+    /// `slow` twice as long, as when
+    /// the host is busy for a second or more (`slow`: `(from, to)`, `to`
+    /// excluded).
+    fn episode(seed: u64, windows: usize, slow: &[(usize, usize)]) -> Record {
+        let mut rng = SplitMix64::new(seed);
+        let mut r = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
+        let mut w = punctual_record::WindowRecorder::new(100);
+        for i in 0..windows {
+            let factor = if slow.iter().any(|&(from, to)| (from..to).contains(&i)) {
+                2.0
+            } else {
+                1.0
+            };
+            for _ in 0..100 {
+                let v = (factor * (12_000.0 + rng.exp1() * 2_000.0)) as u64;
+                r.record(Nanos(v));
+                w.record(Nanos(v));
+            }
+        }
+        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
+        rec.duration_ns = Nanos::from_ms(100 * windows as u64);
+        let mut s = r.to_series("cpu0.latency", Metric::Latency);
+        s.cpu = Some(0);
+        s.windows = Some(w.windows());
+        rec.series.push(s);
+        rec
+    }
+
+    fn block_lengths(c: &Comparison) -> Vec<(usize, usize)> {
+        match &c.series[0].resampling {
+            Resampling::Windows { blocks, .. } => blocks.iter().map(|b| (b.base, b.new)).collect(),
+            r => panic!("{r:?}"),
+        }
+    }
+
+    #[test]
+    fn one_episode_of_consecutive_windows_is_no_difference() {
+        // NEW met one busy spell of 0.8 s (8 windows in a row at twice the
+        // latency: 7% of its wake-ups, so its p99 is the spell's); BASE
+        // met none. Two runs of that machine meet 0 to 3 such spells, so
+        // this is no regression. Windows drawn one by one would call it
+        // one: the spell's windows then enter every replicate about 8
+        // times.
+        let auto = CompareOptions {
+            quantiles: vec![0.99],
+            replicates: 1000,
+            ..Default::default()
+        };
+        let one_by_one = CompareOptions {
+            block_windows: Some(1),
+            ..auto.clone()
+        };
+        let (mut same, mut regressed_by_window) = (0, 0);
+        for i in 0..10 {
+            let base = episode(700 + i, 110, &[]);
+            let new = episode(800 + i, 110, &[(60, 68)]);
+            let c = compare(&base, &new, &auto).unwrap();
+            let (lb, ln) = block_lengths(&c)[0];
+            assert!(ln > lb && ln >= 4, "pair {i}: {lb} / {ln}");
+            same += (c.answer == Answer::NoDifference) as u32;
+            regressed_by_window +=
+                (compare(&base, &new, &one_by_one).unwrap().answer == Answer::Regressed) as u32;
+        }
+        assert!(same >= 9, "{same} of 10 pairs no difference");
+        assert!(regressed_by_window >= 9, "{regressed_by_window} of 10");
+    }
+
+    #[test]
+    fn longer_spells_give_longer_blocks() {
+        let opts = CompareOptions {
+            quantiles: vec![0.99],
+            replicates: 10,
+            ..Default::default()
+        };
+        let base = episode(1, 110, &[]);
+        // The same 12 slow windows, in six spells of 2 or two of 6.
+        let short = episode(
+            2,
+            110,
+            &[(5, 7), (25, 27), (45, 47), (65, 67), (85, 87), (100, 102)],
+        );
+        let long = episode(2, 110, &[(20, 26), (70, 76)]);
+        let ls = block_lengths(&compare(&base, &short, &opts).unwrap())[0].1;
+        let ll = block_lengths(&compare(&base, &long, &opts).unwrap())[0].1;
+        assert!(ll > ls, "{ls} against {ll}");
+    }
+
+    #[test]
+    fn the_same_windowed_records_and_seed_give_the_same_answer() {
+        let opts = CompareOptions {
+            replicates: 500,
+            ..Default::default()
+        };
+        let a = episode(3, 110, &[(10, 14)]);
+        let b = episode(4, 110, &[(50, 58)]);
+        let first = compare(&a, &b, &opts).unwrap();
+        assert_eq!(first, compare(&a, &b, &opts).unwrap());
+        let other = CompareOptions { seed: 2, ..opts };
+        // Another seed draws other blocks: the intervals move, the block
+        // lengths (a property of the records) do not.
+        let second = compare(&a, &b, &other).unwrap();
+        assert_eq!(block_lengths(&first), block_lengths(&second));
     }
 
     fn merge_sorted(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {

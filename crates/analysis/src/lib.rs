@@ -8,6 +8,7 @@
 //! formulas and assumptions are written out in `docs/forecast.md`.
 
 pub mod advise;
+pub mod blocklen;
 pub mod buffer;
 pub mod check;
 pub mod compare;

@@ -42,6 +42,11 @@ pub struct Args {
     /// Seed of the bootstrap (the same records and seed give the same answer).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Consecutive windows per block of the block bootstrap, in place of
+    /// the length chosen from each run (1: windows one by one, which
+    /// treats a second-long spell of slow windows as ten independent ones).
+    #[arg(long, value_name = "N")]
+    pub block_windows: Option<usize>,
     /// Write the comparison as JSON here (`-`: standard output).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -89,6 +94,11 @@ pub fn run(args: Args) -> CliResult {
             args.min_change
         )));
     }
+    if args.block_windows == Some(0) {
+        return Err(CliError::usage(
+            "--block-windows 0: a block holds at least one window".to_string(),
+        ));
+    }
     opts::check_output("--json", &args.json)?;
     opts::check_output("--junit", &args.junit)?;
     let base = read(&args.base, "BASE")?;
@@ -98,6 +108,7 @@ pub fn run(args: Args) -> CliResult {
         level: args.level,
         min_change: min_change / 100.0,
         seed: args.seed,
+        block_windows: args.block_windows,
         ..CompareOptions::default()
     };
     let c = compare(&base, &new, &options).map_err(|e| CliError::usage(e.to_string()))?;

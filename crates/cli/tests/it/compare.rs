@@ -91,11 +91,12 @@ fn json_to_stdout_and_junit_file() {
 
 #[test]
 fn bad_input_is_one_sentence_and_exit_2() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["--quantiles", "99,150"], "not a percentile"),
         (&["--min-change", "lots"], "not a percentage"),
         (&["--min-change=-5%"], "negative"),
         (&["--level", "2"], "not between 0 and 1"),
+        (&["--block-windows", "0"], "at least one window"),
     ];
     for (extra, says) in cases {
         let out = punctual()
@@ -130,4 +131,73 @@ fn bad_input_is_one_sentence_and_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_timer_record_is_resampled_in_blocks_of_its_windows() {
+    if !is_root() {
+        eprintln!("skipped: timer's probe needs root (SCHED_FIFO)");
+        return;
+    }
+    let _live = crate::common::live();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("t.json");
+    let out = punctual()
+        .args(["timer", "--cpus", "0", "--duration", "4s", "--json"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+    let windows = v["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "cpu0.latency")
+        .and_then(|s| s["windows"]["counts"].as_array())
+        .map_or(0, |c| c.len());
+    let compare = |extra: &[&str]| {
+        let out = punctual()
+            .arg("compare")
+            .arg(&rec)
+            .arg(&rec)
+            .args(extra)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        // A record against itself: whatever the blocks, no change.
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+        assert!(
+            stdout.contains("cpu0.latency: no difference detectable at this length"),
+            "{stdout}"
+        );
+        stdout
+    };
+    let auto = compare(&[]);
+    if windows < punctual_analysis::compare::MIN_WINDOWS {
+        // A run that missed most of its periods: too few windows, and
+        // the output says it fell back.
+        assert!(auto.contains("resampled sample by sample"), "{auto}");
+        return;
+    }
+    assert!(
+        auto.contains("cpu0.latency: resampled by blocks of B consecutive windows"),
+        "{auto}"
+    );
+    let one = compare(&["--block-windows", "1"]);
+    assert!(one.contains("p99 1 in BASE, 1 in NEW"), "{one}");
 }
