@@ -265,12 +265,14 @@ fn below_task(n: &Named, prio: Option<u32>) -> bool {
 
 /// Best first: by the gain from the named causes over the profiles (0
 /// where that alone lies within the interval of doing nothing), ties by
-/// whether the whole prediction does, then by the CPU given up, then by the gain with below-priority work
-/// included, then by id (so the same record always gives the same
-/// order). Below-priority work does not rank a fix: the record names who
-/// ran there, not what held preemption off or whether it stays
-/// ([`Remainder`]); a fix that takes only such work out ranks by its
-/// cost and its whole gain after every fix a named cause ranks.
+/// whether the whole prediction does, then by the CPU given up
+/// ([`cpu_given_up`]), then by the CPU time moved to another CPU, then
+/// by the gain with below-priority work included, then by id (so the
+/// same record always gives the same order). Below-priority work does
+/// not rank a fix: the record names who ran there, not what held
+/// preemption off or whether it stays ([`Remainder`]); a fix that takes
+/// only such work out ranks by its cost and its whole gain after every
+/// fix a named cause ranks.
 pub fn rank(fixes: &mut [Fix]) {
     // Gains are compared in steps of GAIN_STEP: two fixes whose summed
     // MTTF ratios differ by less than a factor 10^0.1 (a sliver of a
@@ -281,10 +283,25 @@ pub fn rank(fixes: &mut [Fix]) {
         step(b.gain_log10)
             .cmp(&step(a.gain_log10))
             .then(a.within_noise.cmp(&b.within_noise))
+            .then(cpu_given_up(a).total_cmp(&cpu_given_up(b)))
             .then(a.cost_cpu_fraction.total_cmp(&b.cost_cpu_fraction))
             .then(b.gain_all_log10.total_cmp(&a.gain_all_log10))
             .then(a.id.cmp(&b.id))
     });
+}
+
+/// The share of a CPU a fix takes from everything else on the machine:
+/// an isolated CPU, or a reservation's bandwidth, held whether the work
+/// uses it or not. A source moved to another CPU (`cost_cpu_fraction`
+/// of the moves) still gets its time there, and a lowered priority or a
+/// lifted limit takes none, so between fixes of equal gain the one that
+/// gives up nothing ranks first, and the CPU time it moves orders the
+/// rest.
+pub fn cpu_given_up(f: &Fix) -> f64 {
+    match f.kind.as_str() {
+        "isolate-cpu" | "reservation" => f.cost_cpu_fraction,
+        _ => 0.0,
+    }
 }
 
 /// One candidate before it is judged: how the record changes.
@@ -2105,6 +2122,37 @@ mod tests {
             .find(|f| f.kind == "thread-affinity" && f.id.contains("busy-9"))
             .unwrap();
         assert!(mv.takes_out.iter().all(|t| t.kind != "throttle"));
+    }
+
+    /// Moving the busy real-time thread and a reservation both end the
+    /// RT throttling that is all the record names, so they gain the
+    /// same; the reservation holds a quarter of the CPU for the work,
+    /// the move gives up none (the thread keeps its 90 % on CPU 0), and
+    /// ranks first though it moves more CPU time.
+    #[test]
+    fn an_equal_gain_that_gives_up_no_cpu_outranks_a_reservation() {
+        let mut r = throttled("6.18.4", Nanos::ZERO);
+        r.platform.rt_runtime_us = Some(950_000);
+        r.platform.rt_period_us = Some(1_000_000);
+        let mut sum = r.cause().unwrap();
+        sum.per_cpu[0]
+            .sources
+            .push(busy_thread("busy/9", "rt1", 90_000_000_000, 0.9));
+        r.set_cause(&sum);
+        r.stolen[0]
+            .by_source
+            .push(share("thread", "busy/9", 1_000_000));
+        let mut p = consumer(2000);
+        p.buffering.compute = crate::model::Compute::Time(Nanos::from_us(500));
+        let fixes = advise(&r, &[p], false).unwrap().fixes;
+        let at = |kind: &str| fixes.iter().position(|f| f.kind == kind).unwrap();
+        let (mv, res) = (&fixes[at("thread-affinity")], &fixes[at("reservation")]);
+        let step = |g: f64| (g / GAIN_STEP).round() as i64;
+        assert!(mv.gain_log10 > 0.0, "{}", mv.gain_log10);
+        assert_eq!(step(mv.gain_log10), step(res.gain_log10));
+        assert!(mv.cost_cpu_fraction > res.cost_cpu_fraction);
+        assert!(cpu_given_up(res) > 0.0 && cpu_given_up(mv) == 0.0);
+        assert!(at("thread-affinity") < at("reservation"), "{fixes:#?}");
     }
 
     /// What a `--verify` run keeps of its attribution: each source's time
