@@ -21,7 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use punctual_record::cause::CauseSummary;
 use punctual_record::fix_preemptible as preemptible;
 use punctual_record::{
-    Fix, FixFigures, Metric, Nanos, Platform, ProfileFigure, Record, Series, VerdictState,
+    Fix, FixFigures, Metric, Nanos, Platform, ProfileFigure, Record, Series, SourceShare,
+    VerdictState,
 };
 use serde_json::{json, Value};
 
@@ -265,12 +266,14 @@ fn below_task(n: &Named, prio: Option<u32>) -> bool {
 
 /// Best first: by the gain from the named causes over the profiles (0
 /// where that alone lies within the interval of doing nothing), ties by
-/// whether the whole prediction does, then by the CPU given up, then by the gain with below-priority work
-/// included, then by id (so the same record always gives the same
-/// order). Below-priority work does not rank a fix: the record names who
-/// ran there, not what held preemption off or whether it stays
-/// ([`Remainder`]); a fix that takes only such work out ranks by its
-/// cost and its whole gain after every fix a named cause ranks.
+/// whether the whole prediction does, then by the CPU given up
+/// ([`cpu_given_up`]), then by the CPU time moved to another CPU, then
+/// by the gain with below-priority work included, then by id (so the
+/// same record always gives the same order). Below-priority work does
+/// not rank a fix: the record names who ran there, not what held
+/// preemption off or whether it stays ([`Remainder`]); a fix that takes
+/// only such work out ranks by its cost and its whole gain after every
+/// fix a named cause ranks.
 pub fn rank(fixes: &mut [Fix]) {
     // Gains are compared in steps of GAIN_STEP: two fixes whose summed
     // MTTF ratios differ by less than a factor 10^0.1 (a sliver of a
@@ -281,10 +284,25 @@ pub fn rank(fixes: &mut [Fix]) {
         step(b.gain_log10)
             .cmp(&step(a.gain_log10))
             .then(a.within_noise.cmp(&b.within_noise))
+            .then(cpu_given_up(a).total_cmp(&cpu_given_up(b)))
             .then(a.cost_cpu_fraction.total_cmp(&b.cost_cpu_fraction))
             .then(b.gain_all_log10.total_cmp(&a.gain_all_log10))
             .then(a.id.cmp(&b.id))
     });
+}
+
+/// The share of a CPU a fix takes from everything else on the machine:
+/// an isolated CPU, or a reservation's bandwidth, held whether the work
+/// uses it or not. A source moved to another CPU (`cost_cpu_fraction`
+/// of the moves) still gets its time there, and a lowered priority or a
+/// lifted limit takes none, so between fixes of equal gain the one that
+/// gives up nothing ranks first, and the CPU time it moves orders the
+/// rest.
+pub fn cpu_given_up(f: &Fix) -> f64 {
+    match f.kind.as_str() {
+        "isolate-cpu" | "reservation" => f.cost_cpu_fraction,
+        _ => 0.0,
+    }
 }
 
 /// One candidate before it is judged: how the record changes.
@@ -647,14 +665,19 @@ pub fn remove_sources_kept(
         .unwrap_or(Nanos::ZERO);
     let mut gaps_gone = 0u64;
     let mut touched: BTreeSet<usize> = BTreeSet::new();
+    let host = host_time_in_runs(rec, cpu, pick);
+    // Host time left in the stolen split, by source.
+    let mut host_in_gaps: BTreeMap<(String, String), u64> = BTreeMap::new();
     let Record { spikes, series, .. } = &mut out;
-    for sp in spikes.iter_mut().filter(|s| s.cpu == cpu) {
-        let removed: u64 = sp
+    for (i, sp) in spikes.iter_mut().enumerate().filter(|(_, s)| s.cpu == cpu) {
+        let picked: u64 = sp
             .causes
             .iter()
             .filter(|c| pick(&c.kind, &c.name))
             .map(|c| c.total_ns.0)
             .sum();
+        let stays = host.get(&i).map(|h| h.0).unwrap_or(0).min(picked);
+        let removed = picked - stays;
         if removed == 0 {
             continue;
         }
@@ -671,7 +694,23 @@ pub fn remove_sources_kept(
         };
         let s = &mut series[si];
         let old = sp.value_ns;
-        let left = Nanos(old.0.saturating_sub(removed));
+        let left = spread_left(sp, removed, stays, pick);
+        if stays > 0 {
+            let (kind, name) = host[&i].1.clone();
+            if sp.metric == Metric::Gap {
+                *host_in_gaps
+                    .entry((kind.clone(), name.clone()))
+                    .or_default() += stays;
+            }
+            sp.causes.push(SourceShare {
+                kind: "unexplained".into(),
+                name: HOST_IN_RUNS.into(),
+                count: 1,
+                total_ns: Nanos(stays),
+                max_ns: Nanos(stays),
+                share: 0.0,
+            });
+        }
         sp.causes.retain(|c| !pick(&c.kind, &c.name));
         touched.insert(si);
         match sp.metric {
@@ -702,9 +741,13 @@ pub fn remove_sources_kept(
     if let Some(st) = out.stolen.iter_mut().find(|s| s.cpu == cpu) {
         let mut removed = 0u64;
         for b in st.by_source.iter_mut().filter(|b| pick(&b.kind, &b.name)) {
-            let left = (b.total_ns.0 as f64 * kept).round() as u64;
-            removed += b.total_ns.0 - left.min(b.total_ns.0);
-            b.total_ns = Nanos(left.min(b.total_ns.0));
+            let host = host_in_gaps
+                .get(&(b.kind.clone(), b.name.clone()))
+                .copied()
+                .unwrap_or(0);
+            let left = ((b.total_ns.0 as f64 * kept).round() as u64 + host).min(b.total_ns.0);
+            removed += b.total_ns.0 - left;
+            b.total_ns = Nanos(left);
         }
         st.by_source
             .retain(|b| !(pick(&b.kind, &b.name) && b.total_ns == Nanos::ZERO));
@@ -717,6 +760,129 @@ pub fn remove_sources_kept(
         let total = st.total_ns.0.max(1) as f64;
         for b in st.by_source.iter_mut() {
             b.share = b.total_ns.0 as f64 / total;
+        }
+    }
+    out
+}
+
+/// What is left of a spike of `old` once `removed` of its picked
+/// sources' time goes, when the other sources' events were spread over
+/// the whole of it.
+///
+/// A spike is one wake-up's lateness (or one gap), and the events inside
+/// it add up over its length: 50 ms of RT throttling held the probe off
+/// while the disk's interrupts kept coming, 3 ms of them in that window.
+/// Without the throttling those interrupts are not one 3 ms delay: they
+/// fall where they would have fallen, each delaying the wake-up in which
+/// it lands. So the other sources' time R is taken as spread evenly over
+/// the spike's length L, and the shorter spike x keeps their share of it,
+/// x = U + R·x/L, with U the time no event names (the wake-up's own
+/// cost, entry and exit); but never less than U plus the longest single
+/// event left (`max_ns`: one event is not split), and never more than
+/// the old rule, L less the removed time.
+fn spread_left(
+    sp: &punctual_record::Spike,
+    removed: u64,
+    host: u64,
+    pick: &dyn Fn(&str, &str) -> bool,
+) -> Nanos {
+    let old = sp.value_ns.0;
+    let whole = old.saturating_sub(removed);
+    let picked = removed + host;
+    let (r, longest) = sp
+        .causes
+        .iter()
+        .filter(|c| !pick(&c.kind, &c.name))
+        .fold((0u64, 0u64), |(r, m), c| {
+            (r + c.total_ns.0, m.max(c.max_ns.0.min(c.total_ns.0)))
+        });
+    if r == 0 || r >= old {
+        return Nanos(whole);
+    }
+    let unnamed = old.saturating_sub(picked + r);
+    let spread = (unnamed as f64 / (1.0 - r as f64 / old as f64)).round() as u64;
+    // Host time kept from a removed run is one stretch: it is not spread.
+    Nanos(((unnamed + longest).max(spread) + host).min(whole))
+}
+
+/// The name under which host time found inside a removed thread's run
+/// stays in an edited spike ([`host_time_in_runs`]).
+pub const HOST_IN_RUNS: &str = "host time inside a removed thread's run";
+
+/// Host time inside the picked threads' runs in `cpu`'s logged spikes,
+/// by spike index, with the source it was found in: what taking the
+/// thread away leaves.
+///
+/// The attribution times a thread's run by the guest's clock, so when
+/// the hypervisor takes the vCPU away while the thread runs, the run
+/// stretches by that time: a FIFO 99 thread that spins 1 ms showed one
+/// run of 7.6 ms, the rest ~1 ms, and lowering it left the probe as late
+/// as before, the hypervisor's time landing on the probe instead. The
+/// kernel accounts such time as steal (/proc/stat), per CPU, which the
+/// record keeps for the run (`kernel_steal_ns` of the timer half for
+/// late wake-ups, of the noise half for gaps), but not where it fell.
+/// So a run longer than the thread's mean (its CPU time ÷ runs over the
+/// whole run) is taken as stretched by steal, largest stretch first,
+/// until the CPU's steal over the run is spent; that much stays.
+fn host_time_in_runs(
+    rec: &Record,
+    cpu: u32,
+    pick: &dyn Fn(&str, &str) -> bool,
+) -> BTreeMap<usize, (u64, (String, String))> {
+    let acct =
+        |s: Option<CauseSummary>| s.and_then(|s| s.per_cpu.into_iter().find(|c| c.cpu == cpu));
+    let timer = acct(rec.cause());
+    let noise = acct(rec.cause_noise()).or_else(|| timer.clone());
+    let mean_run = |kind: &str, name: &str| -> Option<u64> {
+        let (mut total, mut count) = (0u64, 0u64);
+        for c in timer.iter().chain(noise.iter()) {
+            for s in c
+                .sources
+                .iter()
+                .filter(|s| s.total.kind == kind && s.total.name == name)
+            {
+                total += s.total.total_ns;
+                count += s.total.count;
+            }
+        }
+        (count > 0).then(|| total / count)
+    };
+    let mut out = BTreeMap::new();
+    for (metric, budget) in [
+        (Metric::Latency, timer.as_ref().map(|c| c.kernel_steal_ns)),
+        (Metric::Gap, noise.as_ref().map(|c| c.kernel_steal_ns)),
+    ] {
+        let mut left = budget.unwrap_or(0);
+        if left == 0 {
+            continue;
+        }
+        let mut stretched: Vec<(u64, usize, (String, String))> = Vec::new();
+        for (i, sp) in rec.spikes.iter().enumerate() {
+            if sp.cpu != cpu || sp.metric != metric {
+                continue;
+            }
+            for c in &sp.causes {
+                if !matches!(c.kind.as_str(), "thread" | "kworker") || !pick(&c.kind, &c.name) {
+                    continue;
+                }
+                let Some(mean) = mean_run(&c.kind, &c.name) else {
+                    continue;
+                };
+                let over = c.total_ns.0.saturating_sub(mean * c.count.max(1));
+                if over > 0 {
+                    stretched.push((over, i, (c.kind.clone(), c.name.clone())));
+                }
+            }
+        }
+        stretched.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (over, i, src) in stretched {
+            if left == 0 {
+                break;
+            }
+            let take = over.min(left);
+            left -= take;
+            let e = out.entry(i).or_insert((0, src));
+            e.0 += take;
         }
     }
     out
@@ -1796,7 +1962,7 @@ fn buffering(rec: &Record, cpu: u32, profiles: &[Profile]) -> Vec<Candidate> {
 mod tests {
     use super::*;
     use punctual_record::cause::{CpuAccount, SourceTotal, SourceTotalShare};
-    use punctual_record::{Recorder, Source, SourceShare, Spike, Stolen};
+    use punctual_record::{Recorder, Source, Spike, Stolen};
 
     /// A real-time thread attributed `total_ns` in one long run (the
     /// throttling tests' busy and resting threads).
@@ -2105,6 +2271,135 @@ mod tests {
             .find(|f| f.kind == "thread-affinity" && f.id.contains("busy-9"))
             .unwrap();
         assert!(mv.takes_out.iter().all(|t| t.kind != "throttle"));
+    }
+
+    /// Moving the busy real-time thread and a reservation both end the
+    /// RT throttling that is all the record names, so they gain the
+    /// same; the reservation holds a quarter of the CPU for the work,
+    /// the move gives up none (the thread keeps its 90 % on CPU 0), and
+    /// ranks first though it moves more CPU time.
+    #[test]
+    fn an_equal_gain_that_gives_up_no_cpu_outranks_a_reservation() {
+        let mut r = throttled("6.18.4", Nanos::ZERO);
+        r.platform.rt_runtime_us = Some(950_000);
+        r.platform.rt_period_us = Some(1_000_000);
+        let mut sum = r.cause().unwrap();
+        sum.per_cpu[0]
+            .sources
+            .push(busy_thread("busy/9", "rt1", 90_000_000_000, 0.9));
+        r.set_cause(&sum);
+        r.stolen[0]
+            .by_source
+            .push(share("thread", "busy/9", 1_000_000));
+        let mut p = consumer(2000);
+        p.buffering.compute = crate::model::Compute::Time(Nanos::from_us(500));
+        let fixes = advise(&r, &[p], false).unwrap().fixes;
+        let at = |kind: &str| fixes.iter().position(|f| f.kind == kind).unwrap();
+        let (mv, res) = (&fixes[at("thread-affinity")], &fixes[at("reservation")]);
+        let step = |g: f64| (g / GAIN_STEP).round() as i64;
+        assert!(mv.gain_log10 > 0.0, "{}", mv.gain_log10);
+        assert_eq!(step(mv.gain_log10), step(res.gain_log10));
+        assert!(mv.cost_cpu_fraction > res.cost_cpu_fraction);
+        assert!(cpu_given_up(res) > 0.0 && cpu_given_up(mv) == 0.0);
+        assert!(at("thread-affinity") < at("reservation"), "{fixes:#?}");
+    }
+
+    /// A FIFO 99 thread that runs 1 ms at a time, one of whose runs the
+    /// hypervisor stretched to 7.6 ms (the CPU's steal over the run:
+    /// 20 ms). Taking the thread away leaves the 6.6 ms it ran past its
+    /// mean run in that spike, as host time, and takes the other runs
+    /// out whole; with no steal accounted the whole run goes.
+    #[test]
+    fn host_time_inside_a_removed_threads_run_stays() {
+        let steal = |ns: u64| {
+            let mut rec = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
+            let mut spikes = Vec::new();
+            for i in 0..10_000u64 {
+                let run = match i {
+                    5000 => Some(7_600_000),
+                    _ if i % 100 == 7 => Some(1_000_000),
+                    _ => None,
+                };
+                let v = match run {
+                    Some(r) => {
+                        spikes.push(Spike {
+                            at_ns: Nanos::from_ms(i),
+                            cpu: 1,
+                            task: None,
+                            metric: Metric::Latency,
+                            value_ns: Nanos(r + 10_000),
+                            causes: vec![share("thread", "noisy/5", r)],
+                            incomplete: false,
+                        });
+                        Nanos(r + 10_000)
+                    }
+                    None => Nanos::from_us(10),
+                };
+                rec.record(v);
+            }
+            let mut s = rec.to_series("cpu1.latency", Metric::Latency);
+            s.cpu = Some(1);
+            let mut r = Record::new(Source::Measured, "timer", Platform::default());
+            r.series.push(s);
+            r.spikes = spikes;
+            let mut sum = CauseSummary::default();
+            sum.per_cpu.push(CpuAccount {
+                cpu: 1,
+                span_ns: 10_000_000_000,
+                kernel_steal_ns: ns,
+                sources: vec![busy_thread("noisy/5", "rt99", 106_600_000, 1.0)],
+                ..Default::default()
+            });
+            sum.per_cpu[0].sources[0].total.count = 100;
+            r.set_cause(&sum);
+            r
+        };
+        let left = |r: &Record| {
+            let e = remove_sources(r, 1, &|k, n| k == "thread" && n == "noisy/5");
+            let mut v: Vec<u64> = e.spikes.iter().map(|s| s.value_ns.0).collect();
+            v.sort_unstable();
+            (v, e)
+        };
+        // Mean run 1.066 ms: 6.534 ms of the long run is the host's.
+        let (v, e) = left(&steal(20_000_000));
+        assert_eq!(*v.last().unwrap(), 6_534_000 + 10_000);
+        // The others go down to the median wake-up (its 1 µs bucket's edge).
+        assert!(v[..v.len() - 1].iter().all(|&x| x < 11_000), "{v:?}");
+        let kept = e.spikes.iter().flat_map(|s| &s.causes).collect::<Vec<_>>();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].name, HOST_IN_RUNS);
+        // Less steal than the stretch: only that much stays.
+        let (v, _) = left(&steal(2_000_000));
+        assert_eq!(*v.last().unwrap(), 2_000_000 + 10_000);
+        // None accounted: the run goes whole.
+        let (v, _) = left(&steal(0));
+        assert!(v.iter().all(|&x| x < 11_000), "{v:?}");
+    }
+
+    /// 3 ms of a disk's interrupts, 30 of them, came in each 40 ms of
+    /// RT throttling: lifting it does not leave 3 ms late wake-ups, the
+    /// interrupts fall where they would have, and a wake-up is late by
+    /// the longest of them (100 µs) over its own 10 µs. One 3 ms event
+    /// (a single run) is not split.
+    #[test]
+    fn what_came_inside_a_removed_window_is_spread_over_it() {
+        let with = |count: u64, max_ns: u64| {
+            let mut r = throttled("6.6.0", Nanos::ZERO);
+            for sp in r.spikes.iter_mut() {
+                sp.causes = vec![
+                    share("throttle", "rt throttling", 36_990_000),
+                    SourceShare {
+                        count,
+                        max_ns: Nanos(max_ns),
+                        ..share("irq", "disk", 3_000_000)
+                    },
+                ];
+            }
+            let e = remove_sources(&r, 1, &|k, _| k == "throttle");
+            e.spikes.iter().map(|s| s.value_ns).max().unwrap()
+        };
+        assert_eq!(with(30, 100_000), Nanos(110_000));
+        assert_eq!(with(1, 3_000_000), Nanos(3_010_000));
     }
 
     /// What a `--verify` run keeps of its attribution: each source's time

@@ -63,7 +63,21 @@ fn the_fifo99_thread_is_found_and_its_fixes_predicted_from_the_record() {
         .map(|s| s.total_ns.0)
         .sum();
     let expect = (stolen.total_ns.0 - share) as f64 / stolen.observed_ns.0 as f64;
-    assert!((after - expect).abs() < 1e-12, "{after} vs {expect}");
+    // Less what stays of it as the hypervisor's (a run stretched by
+    // steal), at most the CPU's steal over the noise half.
+    let steal = input
+        .cause_noise()
+        .unwrap()
+        .per_cpu
+        .iter()
+        .find(|c| c.cpu == stolen.cpu)
+        .unwrap()
+        .kernel_steal_ns as f64
+        / stolen.observed_ns.0 as f64;
+    assert!(
+        after >= expect - 1e-12 && after <= expect + steal + 1e-12,
+        "{after} vs {expect} (+ at most {steal})"
+    );
     assert!(prio.predicted.p99_ns < prio.now.p99_ns);
     assert_eq!(prio.target["prio"], serde_json::json!(94));
     assert_eq!(prio.target["tid"], serde_json::json!(10168));
