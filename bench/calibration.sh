@@ -22,8 +22,11 @@
 # CAL_QUEUE=1: probe and consumer queue delayed jobs instead (the first
 # harness); CAL_RENEWAL=1: renewal arrivals (--arrivals renewal);
 # CAL_SHOW=1: each record's forecast and assumption lines. Prints a markdown table: coverage of the nominal 95%
-# interval, decided verdicts (targets at 0.1, 0.3, 3 and 10 × the true
-# MTTF) and how many were wrong, the median and the mean of predicted ÷
+# interval (with its own Wilson interval, and beside it the coverage the
+# same interval on a count would reach if each record's own count of
+# underruns were known: at a few underruns per record that is well
+# above 95 %, docs/forecast.md §3.5), decided verdicts (targets at 0.1,
+# 0.3, 3 and 10 × the true MTTF) and how many were wrong, the median and the mean of predicted ÷
 # true rate, and how many records forecast fewer than one underrun in
 # their own length (they saw no underrun-sized event: their point
 # estimate is near zero, and a median of them says nothing of the model).

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use punctual_analysis::buffer::{mttf, Buffering, Compute};
 use punctual_analysis::forecast::TailModel;
+use punctual_analysis::tail::poisson_ci95;
 use punctual_analysis::verdict::state_of;
 use punctual_analysis::VerdictState;
 use punctual_record::Record;
@@ -490,6 +491,35 @@ fn wilson(k: usize, n: usize) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
+/// The coverage a forecast that knew each record's own count of
+/// underruns would reach with the interval `mttf` puts on a count
+/// ([`poisson_ci95`]): Σ_k P(k; μ) over the k whose interval holds μ,
+/// μ the true underruns in one record's length. At a few events per
+/// record an interval that is at least 95 % for every μ holds the truth
+/// far more often than 95 % (98–99 % at μ = 1.5–3), so this is the
+/// coverage the 90–98 % goal must be read against: a shape's figure near
+/// it says the interval is as narrow as a count allows.
+fn counting_coverage(mu: f64) -> f64 {
+    if mu <= 0.0 || !mu.is_finite() {
+        return f64::NAN;
+    }
+    let top = (mu + 20.0 * mu.sqrt() + 20.0) as u64;
+    // P(k; μ) from P(0; μ) = e^−μ by P(k) = P(k − 1)·μ / k, in logs so
+    // that a large μ does not underflow.
+    let mut log_p = -mu;
+    let mut sum = 0.0;
+    for k in 0..=top {
+        if k > 0 {
+            log_p += mu.ln() - (k as f64).ln();
+        }
+        let (lo, hi) = poisson_ci95(k);
+        if lo <= mu && mu <= hi {
+            sum += log_p.exp();
+        }
+    }
+    sum
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -507,8 +537,8 @@ fn main() {
     println!(
         "consumer 3 × 1000us, compute 500us unless the shape says otherwise; {seeds} records of {short} per shape, truth from {long}\n"
     );
-    println!("| shape | true MTTF | coverage of 95% CI (its own 95% interval; of records that saw an underrun-sized event) | decided | wrong decided | median predicted/true | mean predicted/true | forecasts of < 1 underrun in the record | what |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| shape | true MTTF | coverage of 95% CI (its own 95% interval; of records that saw an underrun-sized event) | a count's coverage at the true rate | decided | wrong decided | median predicted/true | mean predicted/true | forecasts of < 1 underrun in the record | what |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     // "heldout": the held-out set; a name: that shape of either set.
     let shapes: Vec<&Shape> = match only {
         Some("heldout") => HELD_OUT.iter().collect(),
@@ -602,7 +632,7 @@ fn main() {
             .filter(|(_, lo, hi)| *lo <= true_rate && true_rate <= *hi)
             .count();
         println!(
-            "| {} | {:.3} s ({} underruns) | {:.0}% ({covered}/{}; {:.0}–{:.0}%; {covered_seeing}/{} of records that saw one) | {decided}/{} | {:.1}% ({wrong}) | {:.2} | {mean:.2} | {blind} | {} |",
+            "| {} | {:.3} s ({} underruns) | {:.0}% ({covered}/{}; {:.0}–{:.0}%; {covered_seeing}/{} of records that saw one) | {:.1}% (μ = {:.2}) | {decided}/{} | {:.1}% ({wrong}) | {:.2} | {mean:.2} | {blind} | {} |",
             shape.name,
             true_mttf,
             missed,
@@ -611,6 +641,8 @@ fn main() {
             100.0 * c_lo,
             100.0 * c_hi,
             seeing.len(),
+            100.0 * counting_coverage(true_rate * short.as_secs_f64()),
+            true_rate * short.as_secs_f64(),
             res.len() * 4,
             100.0 * wrong as f64 / decided.max(1) as f64,
             ratio,
