@@ -153,7 +153,6 @@ impl Sim {
         sim.build_noise(&cx)?;
         sim.build_streams(&cx, &task_names)?;
         sim.clock_src = sim.add_source(0, "irq", "clock");
-        sim.initial_events(ncpu);
         Ok(sim)
     }
 
@@ -757,8 +756,11 @@ impl Sim {
     }
 
     /// The end of the run, then the first tick or timer, release and noise
-    /// arrival, in this order (their sequence numbers break ties).
-    fn initial_events(&mut self, ncpu: u32) {
+    /// arrival, in this order (their sequence numbers break ties). The
+    /// first thing a run does rather than part of building the machine, as
+    /// SimSo's `run_model()` activates its tasks' processes.
+    pub(crate) fn initial_events(&mut self) {
+        let ncpu = self.cpus.len() as u32;
         let end = self.end;
         self.seq += 1;
         self.end_key = key(end, self.seq);

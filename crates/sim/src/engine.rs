@@ -528,6 +528,7 @@ impl Sim {
 
     /// Runs to the end (or until `stop` is set) and returns the results.
     pub fn run(mut self, stop: Option<&AtomicBool>) -> Outcome {
+        self.initial_events();
         let mut interrupted = false;
         loop {
             let qk = self.queue.min_key();

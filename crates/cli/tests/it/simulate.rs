@@ -207,7 +207,7 @@ fn printed_without_wall_time(stdout: &str, stderr: &str) -> String {
     for l in stdout.lines() {
         match l.split_once(" events in ") {
             Some((n, rest))
-                if rest.contains(" s of wall time, ") && rest.contains(" s of CPU (") =>
+                if rest.contains(" s of wall time, ") && rest.contains(" s of CPU, ") =>
             {
                 out.push_str(n);
                 out.push_str(" events");
