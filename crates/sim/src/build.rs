@@ -407,6 +407,7 @@ impl Sim {
         let period = t.period.map(|p| p.0);
         self.tasks.push(Task {
             kind,
+            shared_name: name.as_str().into(),
             cpu,
             tid,
             period,

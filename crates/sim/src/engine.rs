@@ -100,6 +100,8 @@ pub(crate) enum Seg {
 
 pub(crate) struct Task {
     pub(crate) kind: TaskKind,
+    /// The name as its spikes share it ([`crate::outcome::Spike`]).
+    pub(crate) shared_name: std::sync::Arc<str>,
     pub(crate) cpu: usize,
     pub(crate) tid: usize,
     pub(crate) period: Option<Nanos>,
@@ -1361,7 +1363,7 @@ impl Sim {
         let lat = t.stats.started(&mut t.last_start, now, t.job_release);
         if lat > t.spike_threshold {
             keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
-                (now, t.cpu as u32, t.stats.name.clone(), lat)
+                (now, t.cpu as u32, t.shared_name.clone(), lat)
             });
         }
     }

@@ -386,6 +386,8 @@ enum Ask {
 }
 
 struct GTask {
+    /// The name as its spikes share it ([`crate::outcome::Spike`]).
+    shared_name: std::sync::Arc<str>,
     period: Nanos,
     phase: Nanos,
     exec: Dist,
@@ -499,6 +501,7 @@ impl GlobalSim {
             };
             let edf = t.class.as_ref().is_some_and(|c| c.get_ref() == "edf");
             tasks.push(GTask {
+                shared_name: name.as_str().into(),
                 period,
                 phase: t.phase.0,
                 exec: t.exec.clone().unwrap_or(Dist::Const(Nanos::from_us(10))),
@@ -855,7 +858,7 @@ impl GlobalSim {
                 let lat = t.stats.started(&mut t.last_start, now, t.release);
                 if lat > self.spike_threshold {
                     keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
-                        (now, c as u32, t.stats.name.clone(), lat)
+                        (now, c as u32, t.shared_name.clone(), lat)
                     });
                 }
             }

@@ -79,8 +79,11 @@ impl TaskStats {
     }
 }
 
-/// A spike the run keeps: when, on which CPU, which task, how late.
-pub(crate) type Spike = (Nanos, u32, String, Nanos);
+/// A spike the run keeps: when, on which CPU, which task, how late. The
+/// task's name is shared, not copied: a late-running set keeps a spike for
+/// most of its first thousand jobs, and a copy of the name each was a
+/// memory allocation inside the run.
+pub(crate) type Spike = (Nanos, u32, std::sync::Arc<str>, Nanos);
 
 /// Keeps a spike in the log while it holds fewer than [`MAX_SPIKES`], or
 /// counts it as dropped; the spike is only built when it is kept.
@@ -220,7 +223,7 @@ pub struct Outcome {
     pub periods_dropped: u64,
     pub period_totals: Vec<PeriodTotals>,
     pub streams: Vec<StreamStats>,
-    pub spikes: Vec<(Nanos, u32, String, Nanos)>,
+    pub spikes: Vec<(Nanos, u32, std::sync::Arc<str>, Nanos)>,
     pub spikes_dropped: u64,
     pub trace: Vec<TraceSlice>,
     pub trace_dropped: u64,
