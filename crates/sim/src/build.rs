@@ -213,6 +213,7 @@ impl Sim {
             noises: Vec::new(),
             streams: Vec::new(),
             sources: Vec::new(),
+            source_names: Vec::new(),
             tick_ps: None,
             clock_cost: Nanos::ZERO,
             clock_src: 0,
@@ -810,6 +811,7 @@ impl Sim {
     }
 
     fn add_source(&mut self, cpu: u32, kind: &str, name: &str) -> usize {
+        self.source_names.push((kind.into(), name.into()));
         self.sources.push(SourceStats {
             cpu,
             kind: kind.to_string(),

@@ -393,6 +393,8 @@ pub struct Sim {
     pub(crate) noises: Vec<Noise>,
     pub(crate) streams: Vec<Stream>,
     pub(crate) sources: Vec<SourceStats>,
+    /// Each source's kind and name as the timeline shares them.
+    pub(crate) source_names: Vec<(std::sync::Arc<str>, std::sync::Arc<str>)>,
     pub(crate) tick_ps: Option<u128>,
     pub(crate) clock_cost: Nanos,
     pub(crate) clock_src: usize,
@@ -1467,9 +1469,12 @@ impl Sim {
 
     fn emit_slice_to_logs(&mut self, c: usize, who: SliceOwner, start: Nanos, len: Nanos) {
         let (label, name, kind, track) = match who {
-            SliceOwner::Source(i) => (&self.sources[i].kind, &self.sources[i].name, "stolen", 0),
+            SliceOwner::Source(i) => {
+                let (k, n) = &self.source_names[i];
+                (k, n, "stolen", 0)
+            }
             SliceOwner::Task(ti) => {
-                let n = &self.tasks[ti].stats.name;
+                let n = &self.tasks[ti].shared_name;
                 (n, n, "run", ti as u32 + 1)
             }
         };
@@ -1479,7 +1484,7 @@ impl Sim {
                 tr.push(TraceSlice {
                     cpu: c as u32,
                     track,
-                    name: name.clone(),
+                    name: name.to_string(),
                     start,
                     dur: len,
                 });

@@ -1044,14 +1044,14 @@ impl GlobalSim {
         if len.is_zero() || (self.trace.is_none() && since >= self.timeline.window) {
             return;
         }
-        let name = &self.tasks[ti].stats.name;
+        let name = &self.tasks[ti].shared_name;
         self.timeline.push(c, name, "run", name, since, len);
         if let Some(tr) = &mut self.trace {
             if tr.len() < self.trace_cap {
                 tr.push(TraceSlice {
                     cpu: c as u32,
                     track: ti as u32 + 1,
-                    name: name.clone(),
+                    name: name.to_string(),
                     start: since,
                     dur: len,
                 });

@@ -398,9 +398,9 @@ fn timeline_json(o: &Outcome) -> Option<Value> {
         .map(|s| {
             json!({
                 "cpu": s.cpu,
-                "track": s.track,
+                "track": &*s.track,
                 "kind": s.kind,
-                "name": s.name,
+                "name": &*s.name,
                 "start_ns": s.start.0,
                 "len_ns": s.len.0,
             })
