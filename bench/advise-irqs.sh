@@ -11,8 +11,7 @@
 #
 # usage: bench/advise-irqs.sh [SECONDS=5]
 #   PUNCTUAL=path   the binary (default: target/release/punctual, built)
-# Needs root (the affinity write). Run the loads under the shared lock:
-#   flock /tmp/punctual-live.lock bench/advise-irqs.sh
+# Needs root (the affinity write).
 set -euo pipefail
 SECS=${1:-5}
 cd "$(dirname "$0")/.."

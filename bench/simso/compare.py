@@ -19,16 +19,24 @@ those out).
 
 Outcomes: per task releases, completed jobs, deadline misses, aborted
 jobs and preemptions; a run is `same` when every figure of every task
-agrees. Speed, two ratios of job events (releases + completions) per CPU
+agrees. Speed, ratios of job events (releases + completions) per CPU
 second, rounds alternating the two tools, ratio of the medians per run,
 then the minimum and median over the runs:
 - `sim`: like for like, the same 2 s run on both sides, each timed around
-  its simulation alone in the same process: SimSo around run_model()
-  (model construction excluded) with time.process_time(); punctual around
-  punctual_sim::run (building the machine and tasks from the parsed
-  scenario, the event loop and the outcome; not the process start, the
-  scenario parse or the record), with the same clock
-  (CLOCK_PROCESS_CPUTIME_ID), the "s of CPU" its summary prints.
+  the same part of its simulation in the same process, on the same clock
+  (CLOCK_PROCESS_CPUTIME_ID): SimSo around run_model() with
+  time.process_time(), which activates the tasks' and processors'
+  processes, runs the event loop and gathers its Results, and leaves out
+  Model(cfg), which builds the tasks, processors and scheduler; punctual
+  around the run of its built machine (the first events queued, the event
+  loop and the outcome: punctual_sim::Prepared::run), leaving out building
+  the machine from the parsed scenario (punctual_sim::prepare: checking it,
+  the tasks', CPUs' and schedulers' state), the process start, the parse
+  and the record. That is the "s of CPU" its summary prints.
+- `+build`: the same, with punctual's building of the machine counted
+  too (the "s with building the machine" of its summary) against the same
+  SimSo time, which does not count its Model(cfg): the figure that hides
+  nothing on punctual's side.
 - `proc`: punctual as the whole process (start, parse and record writing
   included, from its rusage) over a 100x longer run, so that process
   start does not dominate, against the same SimSo run_model() time.
@@ -65,8 +73,8 @@ POLICIES = ("edf", "rm")
 
 def punctual(binary, toml, duration=None, late="abort"):
     """CPU time (user + system, from the child's rusage) of the whole
-    process, CPU time of the simulation alone (from its summary), and its
-    per-task outcomes."""
+    process, CPU time of the run alone and with building the machine (from
+    its summary), and its per-task outcomes."""
     out = toml + ".out.json"
     cmd = [binary, "simulate", toml, "--json", out]
     cmd += (["--set", "sim.on_miss=abort"] if late == "abort"
@@ -78,19 +86,20 @@ def punctual(binary, toml, duration=None, late="abort"):
 
 def run_simulate(cmd, out, who):
     """Runs `punctual simulate` (`cmd`, writing its record to `out`): the
-    CPU time of the whole process (its rusage), that of the simulation
-    alone (the "s of CPU" of its summary) and the per-task outcomes.
-    compare_mp.py runs it the same way."""
+    CPU time of the whole process (its rusage), that of the run alone and
+    with building the machine (the "s of CPU" and "s with building the
+    machine" of its summary), and the per-task outcomes. compare_mp.py runs
+    it the same way."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True)
     text = p.stdout.read()
     _, status, ru = os.wait4(p.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{who}: {' '.join(cmd)} failed")
-    m = re.search(r"of wall time, ([0-9.]+) s of CPU", text)
+    m = re.search(r"of wall time, ([0-9.]+) s of CPU, ([0-9.]+) s with building", text)
     if not m:
         sys.exit(f"{who}: no simulation CPU time in the summary of {' '.join(cmd)}")
-    return (ru.ru_utime + ru.ru_stime, float(m.group(1)),
+    return (ru.ru_utime + ru.ru_stime, (float(m.group(1)), float(m.group(2))),
             json.load(open(out))["extra"]["sim"]["tasks"])
 
 
@@ -145,13 +154,15 @@ def main():
     print(f"{seeds} sets x ({', '.join(p.upper() for p in policies)}), "
           f"{duration_s} s simulated, late jobs "
           f"{how}; totals SimSo/punctual; speed in CPU time, medians of "
-          f"{rounds} alternating rounds: sim = both simulations alone over "
-          f"{duration_s} s, proc = punctual's whole process over {long}")
+          f"{rounds} alternating rounds: sim = both runs alone over "
+          f"{duration_s} s, +build = punctual's with building its machine, "
+          f"proc = punctual's whole process over {long}")
     print(f"{'set':16} {'pol':3} {'jobs':>13} {'misses':>11} {'aborted':>11} "
-          f"{'preempt':>13} same  {'sim':>7} {'proc':>7}")
+          f"{'preempt':>13} same  {'sim':>7} {'+build':>7} {'proc':>7}")
     all_same = True
     ratios = {p: [] for p in POLICIES}
     sim_ratios = {p: [] for p in POLICIES}
+    build_ratios = {p: [] for p in POLICIES}
     for seed in range(first, first + seeds):
         n, u, tasks = draw(seed)
         for policy in policies:
@@ -161,14 +172,15 @@ def main():
                   f"{policy.upper()} {n} tasks, UUniFast U={u} seed {seed}",
                   policy)
             js, toml = f"{work}/{stem}.json", f"{work}/{stem}.toml"
-            s_cpu, p_cpu, p_sim = [], [], []
+            s_cpu, p_cpu, p_sim, p_build = [], [], [], []
             st = pt = None
             ev_long = 0
             for r in range(max(rounds, 1)):
                 sw, st = simso(py, js, policy, late)
                 s_cpu.append(sw)
-                _, ps, pt = punctual(binary, toml, late=late)
+                _, (ps, pb), pt = punctual(binary, toml, late=late)
                 p_sim.append(ps)
+                p_build.append(pb)
                 if rounds > 0:
                     pw, _, lt = punctual(binary, toml, long, late)
                     p_cpu.append(pw)
@@ -184,24 +196,27 @@ def main():
                 ratios[policy].append(rl / rs)
                 rp = job_events(pt) / statistics.median(p_sim)
                 sim_ratios[policy].append(rp / rs)
-                ratio = f"{rp / rs:,.0f}x {rl / rs:>7,.0f}x"
+                rb = job_events(pt) / statistics.median(p_build)
+                build_ratios[policy].append(rb / rs)
+                ratio = f"{rp / rs:,.0f}x {rb / rs:>7,.0f}x {rl / rs:>7,.0f}x"
             tot = {f: (sum(st[t][f] for t in st), sum(pt[t].get(f, 0) for t in st))
                    for f in FIELDS}
             cols = " ".join(
                 f"{'%d/%d' % tot[f]:>{13 if f in ('jobs', 'preemptions') else 11}}"
                 for f in ("jobs", "deadline_misses", "aborted", "preemptions"))
             print(f"{name:16} {policy:3} {cols} {'yes' if same else 'NO ':4} "
-                  f"{ratio:>15}", flush=True)
+                  f"{ratio:>23}", flush=True)
             for t, f, a, b in diff[:8]:
                 print(f"    {t}.{f}: simso {a} punctual {b}")
     if rounds > 0:
-        for what, rr in (("sim", sim_ratios), ("proc", ratios)):
+        for what, rr in (("sim", sim_ratios), ("+build", build_ratios),
+                         ("proc", ratios)):
             every = rr["edf"] + rr["rm"]
             for label, r in (("EDF", rr["edf"]), ("RM", rr["rm"]),
                              ("all", every)):
                 if not r:
                     continue
-                print(f"{label:3} speed vs SimSo (job events/s, {what:4}): "
+                print(f"{label:3} speed vs SimSo (job events/s, {what:6}): "
                       f"minimum {min(r):,.0f}x, median "
                       f"{statistics.median(r):,.0f}x over {len(r)} runs")
     print("\nall outcomes identical:", "yes" if all_same else "NO")

@@ -4,12 +4,14 @@
 # utilization 0.5 to 1.2, each under EDF and rate monotonic, late jobs
 # aborted at their deadline (SimSo's default, sim.on_miss = "abort").
 # Per run: totals of jobs / misses / aborted / preemptions side by side,
-# whether every task agrees, and two speed ratios in job events per CPU
-# second (alternating rounds, medians): `sim`, both simulations of the same
-# run timed alone in-process (SimSo around run_model(), punctual around its
-# simulation, the "s of CPU" of its summary; neither's process start,
-# parse nor output), and `proc`, punctual's whole process over a 100x
-# longer run; then the minimum and median of each.
+# whether every task agrees, and three speed ratios in job events per CPU
+# second (alternating rounds, medians): `sim`, both runs of the same set
+# timed alone in-process (SimSo around run_model(), its Model(cfg) left
+# out; punctual around the run of its built machine, the "s of CPU" of its
+# summary; neither's process start, parse nor output), `+build`, punctual's
+# run with building its machine against the same SimSo time, and `proc`,
+# punctual's whole process over a 100x longer run; then the minimum and
+# median of each.
 # LATE = continue lets late jobs run on instead (SimSo's abort_on_miss =
 # False) with punctual's sim.edf_ties and sim.priority_ties = "ready",
 # SimSo's tie rules.

@@ -7,11 +7,14 @@ preemptions, migrations and task migrations, under the conventions listed in run
 is `same` when every figure of every task agrees. Speed (with ROUNDS > 0),
 as in compare.py: job events (releases + completions) per CPU second,
 rounds alternating the two tools, the ratio of the medians per set and the
-minimum and median over the sets, two ways: `sim`, both simulations of the
-same run timed alone in-process (SimSo around run_model() with
-time.process_time(), punctual around its simulation, the "s of CPU" of its
-summary, on the same clock), and `proc`, punctual's whole process (from
-its rusage) over a 100x longer run against the same SimSo time.
+minimum and median over the sets, three ways: `sim`, both runs of the
+same set timed alone in-process (SimSo around run_model() with
+time.process_time(), its Model(cfg) left out; punctual around the run of
+its built machine, the "s of CPU" of its summary, on the same clock),
+`+build`, punctual's run with building its machine (its summary's "s with
+building the machine") against the same SimSo time, and `proc`,
+punctual's whole process (from its rusage) over a 100x longer run against
+the same SimSo time.
 
 With LATE = abort, late jobs are aborted at their deadline on both sides
 (SimSo's default, punctual's sim.on_miss = "abort") and aborted jobs are
@@ -36,8 +39,9 @@ POLICIES = ("global", "partitioned")
 
 
 def punctual(binary, toml, policy, duration=None):
-    """CPU time of the whole process (its rusage), CPU time of the
-    simulation alone (its summary), and per-task outcomes."""
+    """CPU time of the whole process (its rusage), CPU time of the run
+    alone and with building the machine (its summary), and per-task
+    outcomes."""
     out = f"{toml}.{policy}.out.json"
     cmd = [binary, "simulate", toml, "--json", out,
            "--set", f"sim.multiprocessor={policy}"]
@@ -75,9 +79,10 @@ def main():
     all_same = True
     ratios = {p: [] for p in POLICIES}
     sim_ratios = {p: [] for p in POLICIES}
+    build_ratios = {p: [] for p in POLICIES}
     print(f"{'set':12} {'policy':11} {'cpus':>4} {'tasks':>5} "
           f"{'jobs':>7} {'misses':>6} {'abort':>5} {'preempt':>7} {'migr':>6} "
-          f"{'task migr':>9}  same     sim    proc")
+          f"{'task migr':>9}  same     sim  +build    proc")
     for js in sets:
         name = os.path.basename(js)[:-5]
         toml = js[:-5] + ".toml"
@@ -92,13 +97,14 @@ def main():
             all_same &= same
             ratio = ""
             if rounds > 0:
-                s_cpu, p_cpu, p_sim = [], [], []
+                s_cpu, p_cpu, p_sim, p_build = [], [], [], []
                 ev_l = 0
                 for _ in range(rounds):
                     c, _ = simso(py, js, policy)
                     s_cpu.append(c)
-                    _, c, _ = punctual(binary, toml, policy)
+                    _, (c, b), _ = punctual(binary, toml, policy)
                     p_sim.append(c)
+                    p_build.append(b)
                     c, _, lt = punctual(binary, toml, policy, long)
                     p_cpu.append(c)
                     ev_l = job_events(lt)
@@ -107,7 +113,9 @@ def main():
                 rp = job_events(pt) / statistics.median(p_sim)
                 ratios[policy].append(rl / rs)
                 sim_ratios[policy].append(rp / rs)
-                ratio = f"{rp / rs:>6,.0f}x {rl / rs:>6,.0f}x"
+                rb = job_events(pt) / statistics.median(p_build)
+                build_ratios[policy].append(rb / rs)
+                ratio = f"{rp / rs:>6,.0f}x {rb / rs:>6,.0f}x {rl / rs:>6,.0f}x"
             tot = {f: sum(t.get(f, 0) for t in st.values()) for f in FIELDS}
             print(f"{name:12} {policy:11} {meta['cpus']:>4} {len(st):>5} "
                   f"{tot['jobs']:>7} {tot['deadline_misses']:>6} {tot['aborted']:>5} "
@@ -117,7 +125,8 @@ def main():
             for t, f, a, b in diff[:8]:
                 print(f"    {t}.{f}: simso {a} punctual {b}")
     if rounds > 0:
-        for what, rr in (("sim", sim_ratios), ("proc", ratios)):
+        for what, rr in (("sim", sim_ratios), ("+build", build_ratios),
+                         ("proc", ratios)):
             for p in POLICIES:
                 r = rr[p]
                 print(f"{p} EDF speed vs SimSo (job events per CPU second, "

@@ -3,10 +3,11 @@
 # multiprocessor task sets, 2 to 8 CPUs, under global EDF and partitioned
 # EDF (first-fit, largest utilization first): per-task jobs, misses,
 # preemptions, migrations and task migrations must be identical; with
-# ROUNDS > 0, two speed ratios in job events per CPU second (alternating
-# rounds, medians; `sim` both simulations timed alone in-process on the
-# same run, `proc` punctual's whole process over a 100x longer run),
-# minimum and median over the sets.
+# ROUNDS > 0, three speed ratios in job events per CPU second (alternating
+# rounds, medians; `sim` both runs timed alone in-process on the same set,
+# SimSo's Model(cfg) and punctual's building of its machine left out,
+# `+build` punctual's with building its machine, `proc` punctual's whole
+# process over a 100x longer run), minimum and median over the sets.
 # LATE = abort aborts late jobs at their deadline on both sides (SimSo's
 # default, punctual's sim.on_miss = "abort").
 # Usage: bench/simso/compare_mp.sh [ROUNDS] [SEEDS] [DURATION_MS] [LATE]

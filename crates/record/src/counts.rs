@@ -7,10 +7,12 @@
 //! that. Memory is at most four slots of 16 bytes per distinct key, and
 //! never grows with the number of samples.
 
-/// Counts by non-zero `u64` key (0 marks a free slot: every caller's keys
-/// lie beyond a flat array that starts at 0).
+/// Counts by `u64` key. 0 marks a free slot, so key 0's count is kept
+/// apart (`zero`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CountMap {
+    /// Key 0's count, once it was added.
+    zero: Option<u64>,
     /// `(key, count)`, a power of two long once anything is counted.
     slots: Vec<(u64, u64)>,
     /// Occupied slots.
@@ -29,7 +31,10 @@ impl CountMap {
     /// as much as the count.
     #[inline(always)]
     pub(crate) fn add(&mut self, key: u64, n: u64) {
-        debug_assert!(key != 0, "key 0 marks a free slot");
+        if key == 0 {
+            *self.zero.get_or_insert(0) += n;
+            return;
+        }
         if self.slots.is_empty() {
             self.resize(FIRST_SLOTS);
         }
@@ -85,7 +90,8 @@ impl CountMap {
 
     /// `(key, count)` in increasing key order.
     pub(crate) fn sorted(&self) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = self.slots.iter().copied().filter(|s| s.0 != 0).collect();
+        let mut v: Vec<(u64, u64)> = self.zero.map(|n| (0, n)).into_iter().collect();
+        v.extend(self.slots.iter().copied().filter(|s| s.0 != 0));
         v.sort_unstable_by_key(|s| s.0);
         v
     }
@@ -108,7 +114,7 @@ mod tests {
             x ^= x << 17;
             // Keys from a few repeated ones to many distinct, some huge.
             let key = match k % 4 {
-                0 => 1 + x % 7,
+                0 => x % 7,
                 1 => (x % 3000 + 1) * 1000,
                 2 => x | 1,
                 _ => u64::MAX - x % 5,

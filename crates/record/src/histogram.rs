@@ -100,16 +100,30 @@ const SUB_BUCKET_MASK: u64 = 2047;
 const LEADING_ZERO_BASE: u32 = 53;
 const NEAR_LEN: usize = hdr_index(NEAR_LIMIT - 1) + 1;
 
-/// Samples a recorder counts in its maps before it uses its flat arrays
-/// (except for the lowest [`ARRAY_CHUNK`] indices): a task that runs a
-/// few dozen jobs then costs a few hundred bytes per distinct value rather
-/// than arrays sized by its largest value (10,000 tasks of 16 jobs each
-/// once took 3-4 GB). Past this, the arrays take the hot path.
-const ARRAY_AFTER: u64 = 256;
+/// A flat array grows to `len` counts only once the recorder holds at
+/// least `len / ARRAY_AFTER_RATIO` samples; until then what falls outside
+/// it goes to the maps.
+///
+/// Why 8: a map keeps at most four 16-byte slots per distinct key, 64
+/// bytes, against 8 bytes per count in an array, so the maps never hold
+/// more bytes than the arrays they stand in for; and an array is zeroed
+/// (and first-touched, a page fault per 512 counts) only once there are
+/// samples to spread that cost over. A task that runs a few dozen jobs
+/// costs a few hundred bytes per distinct value rather than arrays sized
+/// by its largest value (10,000 tasks of 16 jobs each once took 3-4 GB),
+/// and a short simulation of wide latencies (a 5 ms task's 400 jobs in
+/// 2 s, values 0 to 5 ms: 12,000 HdrHistogram counts and 8,192 buckets)
+/// no longer zeroes 160 KB per recorder to hold 400 samples, which was
+/// most of such a run's time. Once past it, the arrays take the hot path.
+const ARRAY_AFTER_RATIO: usize = 8;
 
-/// Counts the flat arrays grow by at the least (512 bytes). Indices below
-/// it always go to the arrays, so that index 0 (the maps' free mark)
-/// never goes to a map.
+/// Whether an array may grow to `len` counts with `count` samples held.
+#[inline]
+fn array_may_grow(count: u64, len: usize) -> bool {
+    count >= (len / ARRAY_AFTER_RATIO) as u64
+}
+
+/// Counts the flat arrays grow by at the least (512 bytes).
 const ARRAY_CHUNK: usize = 64;
 const _: () =
     assert!(NEAR_LEN.is_multiple_of(ARRAY_CHUNK) && DENSE_BUCKETS.is_multiple_of(ARRAY_CHUNK));
@@ -221,8 +235,8 @@ pub struct Recorder {
     near: Vec<u64>,
     near_lo: usize,
     /// HdrHistogram counts by index for values from [`NEAR_LIMIT`] on,
-    /// and for the first [`ARRAY_AFTER`] samples wherever they fall
-    /// (index 0 excepted, which is never here: see [`ARRAY_CHUNK`]).
+    /// and for those outside `near` while too few samples are held to
+    /// grow it ([`ARRAY_AFTER_RATIO`]).
     far: CountMap,
     /// Samples counted in `base` rather than in `near` and `far`: those
     /// hold `count - in_base`, so recording counts a sample once.
@@ -231,7 +245,9 @@ pub struct Recorder {
     /// the counts above add to it.
     base: Option<Box<hdrhistogram::Histogram<u64>>>,
     /// Counts of bucket indices below [`DENSE_BUCKETS`] (grown, by
-    /// doubling, only as far as the largest index recorded; growing it to 65.5 ms saved map updates for long periods
+    /// doubling, only as far as the largest index recorded, and only once
+    /// enough samples are held, [`ARRAY_AFTER_RATIO`]; growing it to
+    /// 65.5 ms saved map updates for long periods
     /// but cost more in zeroed pages: RSS 18 -> 42 MB on the 20-task SimSo
     /// set, wall time up): a map insert per sample was most of the
     /// simulator's time, an array increment is not. Only for 1 µs buckets
@@ -241,9 +257,9 @@ pub struct Recorder {
     /// `dense` for any other bucket width (at most one of the two is ever
     /// allocated).
     dense_other: Vec<u64>,
-    /// Buckets at or beyond the dense range, and those of the first
-    /// [`ARRAY_AFTER`] samples (bucket 0 excepted), keyed by lower bound
-    /// in ns.
+    /// Buckets at or beyond the dense range, and those beyond the dense
+    /// array while too few samples are held to grow it (bucket 0
+    /// excepted), keyed by lower bound in ns.
     sparse: CountMap,
     bucket_ns: u64,
     count: u64,
@@ -330,20 +346,25 @@ impl Recorder {
     #[cold]
     #[inline(never)]
     fn add_hdr_cold(&mut self, i: usize, n: u64) {
-        if i >= NEAR_LEN || (i >= ARRAY_CHUNK && self.count < ARRAY_AFTER) {
+        if i >= NEAR_LEN {
             self.far.add(i as u64, n);
             return;
         }
-        self.grow_near(i);
+        let (lo, hi) = self.near_window(i);
+        if !array_may_grow(self.count + n, hi - lo) {
+            self.far.add(i as u64, n);
+            return;
+        }
+        self.grow_near(lo, hi);
         self.near[i - self.near_lo] += n;
     }
 
-    /// Widens the `near` window to cover index `i` (below [`NEAR_LEN`]):
+    /// The `near` window widened to cover index `i` (below [`NEAR_LEN`]):
     /// whole [`ARRAY_CHUNK`]s, at least doubling, so that a spreading
     /// distribution copies the window a logarithmic number of times.
-    fn grow_near(&mut self, i: usize) {
+    fn near_window(&self, i: usize) -> (usize, usize) {
         let chunk_lo = i / ARRAY_CHUNK * ARRAY_CHUNK;
-        let (lo, hi) = if self.near.is_empty() {
+        if self.near.is_empty() {
             (chunk_lo, (chunk_lo + ARRAY_CHUNK).min(NEAR_LEN))
         } else {
             let (lo, len) = (self.near_lo, self.near.len());
@@ -353,7 +374,11 @@ impl Recorder {
             } else {
                 (lo, (chunk_lo + ARRAY_CHUNK).max(lo + 2 * len).min(NEAR_LEN))
             }
-        };
+        }
+    }
+
+    /// Widens the `near` window to `[lo, hi)` ([`Recorder::near_window`]).
+    fn grow_near(&mut self, lo: usize, hi: usize) {
         let mut v = vec![0; hi - lo];
         let at = self.near_lo.wrapping_sub(lo);
         if !self.near.is_empty() {
@@ -378,7 +403,7 @@ impl Recorder {
             .collect();
         let far = self.far.sorted();
         if !far.is_empty() {
-            v.extend(far.into_iter().map(|(i, n)| (i as usize, n)));
+            v.extend(far.into_iter().map(|(i, n)| ((i as usize).max(1), n)));
             v.sort_by_key(|c| c.0);
         }
         merge_equal(&mut v);
@@ -596,23 +621,26 @@ impl Recorder {
     #[inline(always)]
     fn add_bucket(&mut self, value_ns: u64, n: u64) {
         let idx = self.bucket_index(value_ns);
-        if idx < ARRAY_CHUNK as u64 || (idx < DENSE_BUCKETS as u64 && self.count >= ARRAY_AFTER) {
-            let dense = if self.bucket_ns == DEFAULT_BUCKET_NS {
-                &mut self.dense
-            } else {
-                &mut self.dense_other
-            };
-            let idx = idx as usize;
-            if dense.len() <= idx {
-                let len = (idx + 1)
-                    .next_power_of_two()
-                    .clamp(ARRAY_CHUNK, DENSE_BUCKETS);
-                dense.resize(len, 0);
-            }
-            dense[idx] += n;
+        let dense = if self.bucket_ns == DEFAULT_BUCKET_NS {
+            &mut self.dense
         } else {
-            self.add_sparse(idx, n);
+            &mut self.dense_other
+        };
+        if idx < dense.len() as u64 {
+            dense[idx as usize] += n;
+            return;
         }
+        if idx < DENSE_BUCKETS as u64 {
+            let len = (idx as usize + 1)
+                .next_power_of_two()
+                .clamp(ARRAY_CHUNK, DENSE_BUCKETS);
+            if array_may_grow(self.count + n, len) {
+                dense.resize(len, 0);
+                dense[idx as usize] += n;
+                return;
+            }
+        }
+        self.add_sparse(idx, n);
     }
 
     /// [`Recorder::record`]'s bucket count beyond the dense array so far.
@@ -638,8 +666,6 @@ impl Recorder {
 
     #[inline]
     fn add_sparse(&mut self, idx: u64, n: u64) {
-        // Bucket 0 always goes to the dense array, so the lower bound is
-        // never 0 (the map's free mark).
         self.sparse.add(idx * self.bucket_ns, n);
     }
 
@@ -832,7 +858,9 @@ mod tests {
     /// bucket map give for the same values.
     #[test]
     fn maps_then_arrays_read_as_one() {
-        for n in [10, ARRAY_AFTER as usize, 3_000] {
+        // From maps alone to mostly arrays: 30 ms spreads over ~17,000
+        // HdrHistogram counts and 8,192 buckets.
+        for n in [10, 256, 3_000, 100_000] {
             let vals = spread(n, 30_000_000);
             let mut r = Recorder::new(Nanos(1000));
             let mut h = new_hdr();
@@ -841,6 +869,9 @@ mod tests {
                 r.record(Nanos(v));
                 h.record(v.max(1)).unwrap();
                 *b.entry(v / 1000 * 1000).or_default() += 1;
+            }
+            if n == 100_000 {
+                assert!(r.near.len() > ARRAY_CHUNK && r.dense.len() > ARRAY_CHUNK);
             }
             let s = r.to_series("x", Metric::Latency);
             assert_eq!(s.hdr, encode_hdr(&h), "n = {n}");
@@ -866,6 +897,21 @@ mod tests {
         assert!(r.near.len() <= ARRAY_CHUNK, "{}", r.near.len());
         assert!(r.dense.len() <= ARRAY_CHUNK, "{}", r.dense.len());
         assert_eq!(r.count(), 16);
+    }
+
+    /// A few hundred samples spread over milliseconds (a 5 ms task's
+    /// jobs in a 2 s simulation) grow no array past what their number
+    /// pays for: zeroing those arrays was most of such a run's time.
+    #[test]
+    fn short_wide_runs_keep_arrays_to_their_samples() {
+        let mut r = Recorder::new(Nanos(1000));
+        let vals = spread(400, 5_000_000);
+        for &v in &vals {
+            r.record(Nanos(v));
+        }
+        let most = vals.len() * ARRAY_AFTER_RATIO;
+        assert!(r.near.len() <= most, "{}", r.near.len());
+        assert!(r.dense.len() <= most, "{}", r.dense.len());
     }
 
     #[test]

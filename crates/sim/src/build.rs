@@ -153,7 +153,6 @@ impl Sim {
         sim.build_noise(&cx)?;
         sim.build_streams(&cx, &task_names)?;
         sim.clock_src = sim.add_source(0, "irq", "clock");
-        sim.initial_events(ncpu);
         Ok(sim)
     }
 
@@ -214,6 +213,7 @@ impl Sim {
             noises: Vec::new(),
             streams: Vec::new(),
             sources: Vec::new(),
+            source_names: Vec::new(),
             tick_ps: None,
             clock_cost: Nanos::ZERO,
             clock_src: 0,
@@ -408,6 +408,7 @@ impl Sim {
         let period = t.period.map(|p| p.0);
         self.tasks.push(Task {
             kind,
+            shared_name: name.as_str().into(),
             cpu,
             tid,
             period,
@@ -757,8 +758,11 @@ impl Sim {
     }
 
     /// The end of the run, then the first tick or timer, release and noise
-    /// arrival, in this order (their sequence numbers break ties).
-    fn initial_events(&mut self, ncpu: u32) {
+    /// arrival, in this order (their sequence numbers break ties). The
+    /// first thing a run does rather than part of building the machine, as
+    /// SimSo's `run_model()` activates its tasks' processes.
+    pub(crate) fn initial_events(&mut self) {
+        let ncpu = self.cpus.len() as u32;
         let end = self.end;
         self.seq += 1;
         self.end_key = key(end, self.seq);
@@ -807,6 +811,7 @@ impl Sim {
     }
 
     fn add_source(&mut self, cpu: u32, kind: &str, name: &str) -> usize {
+        self.source_names.push((kind.into(), name.into()));
         self.sources.push(SourceStats {
             cpu,
             kind: kind.to_string(),

@@ -100,6 +100,8 @@ pub(crate) enum Seg {
 
 pub(crate) struct Task {
     pub(crate) kind: TaskKind,
+    /// The name as its spikes share it ([`crate::outcome::Spike`]).
+    pub(crate) shared_name: std::sync::Arc<str>,
     pub(crate) cpu: usize,
     pub(crate) tid: usize,
     pub(crate) period: Option<Nanos>,
@@ -391,6 +393,8 @@ pub struct Sim {
     pub(crate) noises: Vec<Noise>,
     pub(crate) streams: Vec<Stream>,
     pub(crate) sources: Vec<SourceStats>,
+    /// Each source's kind and name as the timeline shares them.
+    pub(crate) source_names: Vec<(std::sync::Arc<str>, std::sync::Arc<str>)>,
     pub(crate) tick_ps: Option<u128>,
     pub(crate) clock_cost: Nanos,
     pub(crate) clock_src: usize,
@@ -528,6 +532,7 @@ impl Sim {
 
     /// Runs to the end (or until `stop` is set) and returns the results.
     pub fn run(mut self, stop: Option<&AtomicBool>) -> Outcome {
+        self.initial_events();
         let mut interrupted = false;
         loop {
             let qk = self.queue.min_key();
@@ -1360,7 +1365,7 @@ impl Sim {
         let lat = t.stats.started(&mut t.last_start, now, t.job_release);
         if lat > t.spike_threshold {
             keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
-                (now, t.cpu as u32, t.stats.name.clone(), lat)
+                (now, t.cpu as u32, t.shared_name.clone(), lat)
             });
         }
     }
@@ -1464,9 +1469,12 @@ impl Sim {
 
     fn emit_slice_to_logs(&mut self, c: usize, who: SliceOwner, start: Nanos, len: Nanos) {
         let (label, name, kind, track) = match who {
-            SliceOwner::Source(i) => (&self.sources[i].kind, &self.sources[i].name, "stolen", 0),
+            SliceOwner::Source(i) => {
+                let (k, n) = &self.source_names[i];
+                (k, n, "stolen", 0)
+            }
             SliceOwner::Task(ti) => {
-                let n = &self.tasks[ti].stats.name;
+                let n = &self.tasks[ti].shared_name;
                 (n, n, "run", ti as u32 + 1)
             }
         };
@@ -1476,7 +1484,7 @@ impl Sim {
                 tr.push(TraceSlice {
                     cpu: c as u32,
                     track,
-                    name: name.clone(),
+                    name: name.to_string(),
                     start,
                     dur: len,
                 });

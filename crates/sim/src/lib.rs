@@ -35,6 +35,46 @@ pub fn run(
     opts: &RunOptions,
     stop: Option<&AtomicBool>,
 ) -> Result<Outcome, ScenarioError> {
+    prepare(scn, opts)?.run(stop)
+}
+
+/// A scenario built into a machine, not yet run: the two halves are
+/// apart so that the time of a run can be told from the time of building
+/// it (bench/simso times SimSo's `run_model()` without its `Model(...)`,
+/// and `simulate` prints both).
+pub struct Prepared<'a> {
+    kind: PreparedKind<'a>,
+}
+
+enum PreparedKind<'a> {
+    /// One CPU, or a partitioned machine with its placement.
+    Events(Box<Sim>, Option<outcome::MultiStats>),
+    Global(Box<multi::GlobalSim>),
+    /// Plan mode builds as it runs: all of it counts as the run.
+    Plan(&'a Scenario, RunOptions),
+}
+
+impl Prepared<'_> {
+    /// Runs to the end (or until `stop` is set). Only plan mode can still
+    /// refuse here.
+    pub fn run(self, stop: Option<&AtomicBool>) -> Result<Outcome, ScenarioError> {
+        match self.kind {
+            PreparedKind::Events(sim, multi) => {
+                let mut o = sim.run(stop);
+                if multi.is_some() {
+                    o.multiprocessor = multi;
+                }
+                Ok(o)
+            }
+            PreparedKind::Global(sim) => sim.run(stop),
+            PreparedKind::Plan(scn, opts) => planmode::run(scn, &opts, stop),
+        }
+    }
+}
+
+/// Checks a scenario and builds the machine it describes, ready to run:
+/// every refusal a run can meet comes from here (plan mode's excepted).
+pub fn prepare<'a>(scn: &'a Scenario, opts: &RunOptions) -> Result<Prepared<'a>, ScenarioError> {
     let f = &scn.spec;
     let abort = scn.abort_on_miss()?;
     let refuse_abort = |where_: &str| {
@@ -62,13 +102,17 @@ pub fn run(
         if ties_by_ready && mode == multi::Mode::Global {
             return Err(refuse_ties("with sim.multiprocessor = \"global\""));
         }
-        return multi::run(scn, mode, opts, stop);
+        return multi::prepare(scn, mode, opts);
     }
     match f.sim.scheduler.as_ref().map(|s| s.get_ref().as_str()) {
         None | Some("events") => {}
         Some("plan") if abort => return Err(refuse_abort("in plan mode")),
         Some("plan") if ties_by_ready => return Err(refuse_ties("in plan mode")),
-        Some("plan") => return planmode::run(scn, opts, stop),
+        Some("plan") => {
+            return Ok(Prepared {
+                kind: PreparedKind::Plan(scn, opts.clone()),
+            })
+        }
         Some(other) => {
             let span = f.sim.scheduler.as_ref().map(|s| s.span()).unwrap_or(0..0);
             return Err(scn.error_at(
@@ -83,7 +127,9 @@ pub fn run(
             "[[constraint]] needs [sim] scheduler = \"plan\"",
         ));
     }
-    Ok(Sim::new(scn, opts)?.run(stop))
+    Ok(Prepared {
+        kind: PreparedKind::Events(Box::new(Sim::new(scn, opts)?), None),
+    })
 }
 
 /// Parses and runs scenario text; the common path of tests and sweeps.

@@ -90,23 +90,24 @@ pub fn mode(scn: &Scenario) -> Result<Option<Mode>, ScenarioError> {
     Ok(m)
 }
 
-/// Runs a scenario under `mode`.
-pub fn run(
-    scn: &Scenario,
+/// Builds a scenario's machine under `mode`, ready to run.
+pub(crate) fn prepare<'a>(
+    scn: &'a Scenario,
     mode: Mode,
     opts: &RunOptions,
-    stop: Option<&AtomicBool>,
-) -> Result<Outcome, ScenarioError> {
+) -> Result<crate::Prepared<'a>, ScenarioError> {
     check_common(scn, mode)?;
-    match mode {
+    let kind = match mode {
         Mode::Partitioned(fit) => {
             let (placed, stats) = partition(scn, fit)?;
-            let mut o = crate::engine::Sim::new(&placed, opts)?.run(stop);
-            o.multiprocessor = Some(stats);
-            Ok(o)
+            crate::PreparedKind::Events(
+                Box::new(crate::engine::Sim::new(&placed, opts)?),
+                Some(stats),
+            )
         }
-        Mode::Global => GlobalSim::new(scn, opts)?.run(stop),
-    }
+        Mode::Global => crate::PreparedKind::Global(Box::new(GlobalSim::new(scn, opts)?)),
+    };
+    Ok(crate::Prepared { kind })
 }
 
 fn span_of(s: &Option<Spanned<String>>) -> std::ops::Range<usize> {
@@ -385,7 +386,10 @@ enum Ask {
 }
 
 struct GTask {
+    /// The name as its spikes share it ([`crate::outcome::Spike`]).
+    shared_name: std::sync::Arc<str>,
     period: Nanos,
+    phase: Nanos,
     exec: Dist,
     deadline: Nanos,
     stop: Option<Nanos>,
@@ -418,7 +422,7 @@ struct GCpu {
     since: Nanos,
 }
 
-struct GlobalSim {
+pub(crate) struct GlobalSim {
     now: Nanos,
     end: Nanos,
     seed: u64,
@@ -476,7 +480,6 @@ impl GlobalSim {
             ));
         }
         let mut tasks = Vec::new();
-        let mut releases = BinaryHeap::new();
         for (i, t) in f.task.iter().enumerate() {
             let name = t.name.get_ref().clone();
             let at = |m: &str| scn.error_at(t.name.span(), format!("task '{name}': {m}"));
@@ -497,11 +500,10 @@ impl GlobalSim {
                 (None, None) => period,
             };
             let edf = t.class.as_ref().is_some_and(|c| c.get_ref() == "edf");
-            if t.stop.is_none_or(|s| t.phase.0 < s.0) {
-                releases.push(Reverse((t.phase.0, i as u64, i)));
-            }
             tasks.push(GTask {
+                shared_name: name.as_str().into(),
                 period,
+                phase: t.phase.0,
                 exec: t.exec.clone().unwrap_or(Dist::Const(Nanos::from_us(10))),
                 deadline,
                 stop: t.stop.map(|d| d.0),
@@ -560,7 +562,7 @@ impl GlobalSim {
             done_buf: Vec::new(),
             waiting_buf: Vec::new(),
             slots_buf: Vec::new(),
-            releases,
+            releases: BinaryHeap::new(),
             deadlines: BinaryHeap::new(),
             abort_on_miss: scn.abort_on_miss()?,
             events: 0,
@@ -588,7 +590,14 @@ impl GlobalSim {
         cpu.task.map(|ti| cpu.since + self.tasks[ti].remaining)
     }
 
-    fn run(mut self, stop: Option<&AtomicBool>) -> Result<Outcome, ScenarioError> {
+    pub(crate) fn run(mut self, stop: Option<&AtomicBool>) -> Result<Outcome, ScenarioError> {
+        // Each task's first release: the first thing a run does, as
+        // SimSo's `run_model()` activates its tasks' processes.
+        for (i, t) in self.tasks.iter().enumerate() {
+            if t.stop.is_none_or(|s| t.phase < s) {
+                self.releases.push(Reverse((t.phase, i as u64, i)));
+            }
+        }
         let mut interrupted = false;
         loop {
             let next_rel = self.releases.peek().map(|r| r.0 .0);
@@ -849,7 +858,7 @@ impl GlobalSim {
                 let lat = t.stats.started(&mut t.last_start, now, t.release);
                 if lat > self.spike_threshold {
                     keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
-                        (now, c as u32, t.stats.name.clone(), lat)
+                        (now, c as u32, t.shared_name.clone(), lat)
                     });
                 }
             }
@@ -1035,14 +1044,14 @@ impl GlobalSim {
         if len.is_zero() || (self.trace.is_none() && since >= self.timeline.window) {
             return;
         }
-        let name = &self.tasks[ti].stats.name;
+        let name = &self.tasks[ti].shared_name;
         self.timeline.push(c, name, "run", name, since, len);
         if let Some(tr) = &mut self.trace {
             if tr.len() < self.trace_cap {
                 tr.push(TraceSlice {
                     cpu: c as u32,
                     track: ti as u32 + 1,
-                    name: name.clone(),
+                    name: name.to_string(),
                     start: since,
                     dur: len,
                 });

@@ -4,6 +4,8 @@
 //! engines so that neither imports the other and the record writer
 //! ([`crate::output`]) reads one set of types.
 
+use std::sync::Arc;
+
 use punctual_record::{Metric, Recorder, Timeline};
 use punctual_sched::PeriodStat;
 use punctual_units::Nanos;
@@ -79,8 +81,11 @@ impl TaskStats {
     }
 }
 
-/// A spike the run keeps: when, on which CPU, which task, how late.
-pub(crate) type Spike = (Nanos, u32, String, Nanos);
+/// A spike the run keeps: when, on which CPU, which task, how late. The
+/// task's name is shared, not copied: a late-running set keeps a spike for
+/// most of its first thousand jobs, and a copy of the name each was a
+/// memory allocation inside the run.
+pub(crate) type Spike = (Nanos, u32, Arc<str>, Nanos);
 
 /// Keeps a spike in the log while it holds fewer than [`MAX_SPIKES`], or
 /// counts it as dropped; the spike is only built when it is kept.
@@ -157,12 +162,15 @@ pub const TIMELINE_CAP: usize = 5000;
 pub struct TimelineSlice {
     pub cpu: u32,
     /// Row of the chart: the task's name, or the kind of the interrupt
-    /// source (`irq`, `dpc`, …) whose handler stole the time.
-    pub track: String,
+    /// source (`irq`, `dpc`, …) whose handler stole the time. Shared with
+    /// the task or source rather than copied: the log takes a slice at
+    /// every switch of its window, and two copied names each were most of
+    /// what a slice cost.
+    pub track: Arc<str>,
     /// `run` (a thread had the CPU) or `stolen` (interrupts, DPCs or the
     /// hypervisor had it).
     pub kind: &'static str,
-    pub name: String,
+    pub name: Arc<str>,
     pub start: Nanos,
     pub len: Nanos,
 }
@@ -180,9 +188,9 @@ impl TimelineLog {
     pub(crate) fn push(
         &mut self,
         cpu: usize,
-        track: &str,
+        track: &Arc<str>,
         kind: &'static str,
-        name: &str,
+        name: &Arc<str>,
         start: Nanos,
         len: Nanos,
     ) {
@@ -196,9 +204,9 @@ impl TimelineLog {
         let end = Nanos((start.0 + len.0).min(self.window.0));
         self.slices.push(TimelineSlice {
             cpu: cpu as u32,
-            track: track.to_string(),
+            track: track.clone(),
             kind,
-            name: name.to_string(),
+            name: name.clone(),
             start,
             len: end - start,
         });
@@ -220,7 +228,7 @@ pub struct Outcome {
     pub periods_dropped: u64,
     pub period_totals: Vec<PeriodTotals>,
     pub streams: Vec<StreamStats>,
-    pub spikes: Vec<(Nanos, u32, String, Nanos)>,
+    pub spikes: Vec<(Nanos, u32, Arc<str>, Nanos)>,
     pub spikes_dropped: u64,
     pub trace: Vec<TraceSlice>,
     pub trace_dropped: u64,

@@ -203,7 +203,7 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
         r.spikes.push(Spike {
             at_ns: *at,
             cpu: *cpu,
-            task: Some(task.clone()),
+            task: Some(task.to_string()),
             metric: Metric::Latency,
             value_ns: *v,
             causes: Vec::new(),
@@ -398,9 +398,9 @@ fn timeline_json(o: &Outcome) -> Option<Value> {
         .map(|s| {
             json!({
                 "cpu": s.cpu,
-                "track": s.track,
+                "track": &*s.track,
                 "kind": s.kind,
-                "name": s.name,
+                "name": &*s.name,
                 "start_ns": s.start.0,
                 "len_ns": s.len.0,
             })

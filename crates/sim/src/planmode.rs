@@ -238,7 +238,8 @@ pub fn run(
                 tasks[i].cur_received += e - s;
                 s = e;
             }
-            timeline.push(0, &tasks[i].name, "run", &tasks[i].name, now, until - now);
+            let name: std::sync::Arc<str> = tasks[i].name.as_str().into();
+            timeline.push(0, &name, "run", &name, now, until - now);
             if trace.len() < trace_cap {
                 trace.push(TraceSlice {
                     cpu: 0,

@@ -46,6 +46,35 @@ fn writes_a_simulated_record_and_a_trace() {
     assert!(ev.iter().any(|e| e["ph"] == "X" && e["name"] == "callback"));
 }
 
+/// The summary gives the run's CPU time (what bench/simso sets beside
+/// SimSo's `run_model()`) and, beside it, the time with building the
+/// machine, which can only be as long or longer.
+#[test]
+fn the_summary_gives_the_run_and_the_run_with_building_the_machine() {
+    let out = punctual()
+        .args(["simulate"])
+        .arg(scenario("nt-mmtimer-fixed.toml"))
+        .args(["--duration", "1s"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains(" s of wall time, "))
+        .unwrap_or_else(|| panic!("no cost line in:\n{text}"));
+    let secs = |after: &str, before: &str| -> f64 {
+        let rest = &line[line.find(after).unwrap() + after.len()..];
+        rest[..rest.find(before).unwrap()].trim().parse().unwrap()
+    };
+    let run = secs("s of wall time, ", " s of CPU, ");
+    let with_building = secs(" s of CPU, ", " s with building the machine");
+    assert!(run > 0.0, "{line}");
+    assert!(with_building >= run, "{line}");
+}
+
 #[test]
 fn same_seed_same_record_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -207,7 +236,7 @@ fn printed_without_wall_time(stdout: &str, stderr: &str) -> String {
     for l in stdout.lines() {
         match l.split_once(" events in ") {
             Some((n, rest))
-                if rest.contains(" s of wall time, ") && rest.contains(" s of CPU (") =>
+                if rest.contains(" s of wall time, ") && rest.contains(" s of CPU, ") =>
             {
                 out.push_str(n);
                 out.push_str(" events");
