@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::common::is_root;
 use assert_cmd::Command;
 use punctual_record::Record;
 
@@ -276,11 +277,6 @@ fn bad_input_is_one_sentence_and_exit_2() {
     assert!(String::from_utf8(o.stderr)
         .unwrap()
         .contains("never changes"));
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn punctual(args: &[&str]) -> std::process::Output {

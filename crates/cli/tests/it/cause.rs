@@ -6,16 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::is_root;
 use assert_cmd::prelude::*;
 use predicates::prelude::*;
 
 fn bin() -> Command {
     Command::cargo_bin("punctual").unwrap()
-}
-
-fn is_root() -> bool {
-    // SAFETY: plain syscall.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn tracefs_mounted() -> bool {

@@ -9,12 +9,7 @@ use std::time::Duration;
 
 use assert_cmd::prelude::*;
 
-use crate::common::live;
-
-fn is_root() -> bool {
-    // SAFETY: plain syscall.
-    unsafe { libc::geteuid() == 0 }
-}
+use crate::common::{is_root, live};
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()

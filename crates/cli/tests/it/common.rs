@@ -53,3 +53,11 @@ pub fn tempdir_for_anyone() -> tempfile::TempDir {
     .unwrap();
     dir
 }
+
+/// Whether this test runs as root: the live tests need it for real-time
+/// policies, tracefs and /dev/cpu_dma_latency, and skip with the reason
+/// otherwise.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

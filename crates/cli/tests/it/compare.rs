@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use crate::common::is_root;
 use assert_cmd::Command;
 
 fn fx(name: &str) -> PathBuf {
@@ -131,15 +132,6 @@ fn bad_input_is_one_sentence_and_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        .unwrap_or(false)
 }
 
 #[test]

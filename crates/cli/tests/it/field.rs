@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::prelude::*;
 
-use crate::common::live;
+use crate::common::{is_root, live};
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()
@@ -16,15 +16,6 @@ fn punctual() -> Command {
 
 fn read_json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        .unwrap_or(false)
 }
 
 /// CPU 0's deepest idle state's `disable` file, when it has more than one

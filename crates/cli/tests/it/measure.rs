@@ -8,7 +8,7 @@ use std::time::Duration;
 use assert_cmd::prelude::*;
 use predicates::prelude::*;
 
-use crate::common::live;
+use crate::common::{is_root, live};
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()
@@ -416,13 +416,4 @@ fn unprivileged_runs_degrade_with_warnings() {
             "{verb}: warn once"
         );
     }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        .unwrap_or(false)
 }

@@ -9,15 +9,11 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::is_root;
 use assert_cmd::prelude::*;
 
 fn bin() -> Command {
     Command::cargo_bin("punctual").unwrap()
-}
-
-fn is_root() -> bool {
-    // SAFETY: plain syscall.
-    unsafe { libc::geteuid() == 0 }
 }
 
 #[test]
