@@ -366,19 +366,35 @@ impl StallTimes {
         covered: Nanos,
         interval: Nanos,
     ) -> Option<StallTimes> {
+        let v: Vec<(Nanos, Nanos)> = spikes.into_iter().collect();
+        let complete_above = if dropped {
+            v.iter().map(|&(_, l)| l).min().unwrap_or(Nanos::ZERO)
+        } else {
+            Nanos::ZERO
+        };
+        StallTimes::complete_above(v, complete_above, covered, interval)
+    }
+
+    /// As [`new`](Self::new), with the level above which the log holds
+    /// every wake-up given. A log edited after it was taken (a source's
+    /// time taken out of its spikes) is still complete only above the
+    /// level the bounded log kept: the wake-ups it dropped were below
+    /// that and no edit brings them back, while its own smallest entry
+    /// may now lie far below it.
+    pub fn complete_above(
+        spikes: impl IntoIterator<Item = (Nanos, Nanos)>,
+        complete_above: Nanos,
+        covered: Nanos,
+        interval: Nanos,
+    ) -> Option<StallTimes> {
         let mut v: Vec<(u64, u64)> = spikes.into_iter().map(|(a, l)| (a.0, l.0)).collect();
         if v.is_empty() || covered.is_zero() || interval.is_zero() {
             return None;
         }
         v.sort_unstable();
-        let complete_above_ns = if dropped {
-            v.iter().map(|&(_, l)| l).min().unwrap_or(0)
-        } else {
-            0
-        };
         Some(StallTimes {
             spikes: v,
-            complete_above_ns,
+            complete_above_ns: complete_above.0,
             covered_ns: covered.0 as f64,
             interval_ns: interval.0 as f64,
             periodic_only: false,
@@ -396,7 +412,15 @@ impl StallTimes {
         covered: Nanos,
         interval: Nanos,
     ) -> Option<StallTimes> {
-        let mut st = StallTimes::new(spikes, dropped, covered, interval)?;
+        let st = StallTimes::new(spikes, dropped, covered, interval)?;
+        st.into_periodic()
+    }
+
+    /// These times, used only where the logged stalls above the log's
+    /// completeness level come at a fixed period (`None` otherwise), as
+    /// [`periodic`](Self::periodic).
+    pub fn into_periodic(mut self) -> Option<StallTimes> {
+        let st = &mut self;
         let at: Vec<u64> = st
             .spikes
             .iter()
@@ -405,7 +429,7 @@ impl StallTimes {
             .collect();
         crate::periodic::detect(&at, st.interval_ns)?;
         st.periodic_only = true;
-        Some(st)
+        Some(self)
     }
 }
 
