@@ -123,6 +123,19 @@ fn array_may_grow(count: u64, len: usize) -> bool {
     count >= (len / ARRAY_AFTER_RATIO) as u64
 }
 
+/// Distinct values a recorder counts inline, by exact value, before it
+/// uses its arrays and maps at all.
+///
+/// Why: most tasks of a short simulation record a few dozen jobs, and
+/// their latencies, intervals and responses repeat (a period, an
+/// unpreempted execution time, a zero wait). Counting those in the maps
+/// cost a hash per sample and two table allocations per recorder, six per
+/// task, with their first touches; a scan of 16 inline keys costs neither.
+/// A 17th distinct value moves the counts into the arrays and maps, which
+/// take every sample from then on. 16 keys and counts are 256 bytes, three
+/// recorders per task 768 bytes, well inside the per-task budget.
+const FEW: usize = 16;
+
 /// Counts the flat arrays grow by at the least (512 bytes).
 const ARRAY_CHUNK: usize = 64;
 const _: () =
@@ -268,6 +281,15 @@ pub struct Recorder {
     max: u64,
     missed: u64,
     sample_period: Option<Nanos>,
+    /// Exact values counted inline ([`FEW`]): `few_n[k]` samples of
+    /// `few_v[k]` for `k < few_len`. Not in `near`, `far`, `dense`,
+    /// `dense_other` or `sparse`; readers add them in.
+    few_v: [u64; FEW],
+    few_n: [u64; FEW],
+    few_len: usize,
+    /// The inline counts overflowed once and were moved out: every sample
+    /// since goes to the arrays and maps.
+    promoted: bool,
 }
 
 impl Recorder {
@@ -288,6 +310,10 @@ impl Recorder {
             max: 0,
             missed: 0,
             sample_period: None,
+            few_v: [0; FEW],
+            few_n: [0; FEW],
+            few_len: 0,
+            promoted: false,
         }
     }
 
@@ -298,22 +324,24 @@ impl Recorder {
 
     // Always inlined: the simulator records three values per job and the
     // call cost as much as the counting; the rare paths are out of line.
-    // Each array is tried with one bounds check (`get_mut`): a value past
-    // what the array holds so far, or past its limit, takes the cold path,
-    // and so does every value of a width other than 1 µs (`dense` stays
-    // empty then), so no sample tests the width.
+    // Each array is tried with one bounds check: a value past what either
+    // array holds so far, or past its limit, takes the cold path, and so
+    // does every value of a width other than 1 µs (`dense` stays empty
+    // then), so no sample tests the width.
     #[inline(always)]
     pub fn record(&mut self, v: Nanos) {
         let x = v.0;
         // HdrHistogram cannot hold 0 with a lowest bound of 1; a 0 ns value
         // is counted at index 0 here and read as 1 ns (`own_counts`), and
-        // exactly in the sparse form.
-        self.add_hdr(hdr_index(x), 1);
-        // Empty until first use, then DENSE_BUCKETS long.
-        if let Some(n) = self.dense.get_mut(div_1000(x) as usize) {
-            *n += 1;
+        // exactly in the sparse form. Both arrays are empty while the
+        // inline counts take the samples, so those go out of line.
+        let near = hdr_index(x).wrapping_sub(self.near_lo);
+        let bucket = div_1000(x) as usize;
+        if near < self.near.len() && bucket < self.dense.len() {
+            self.near[near] += 1;
+            self.dense[bucket] += 1;
         } else {
-            self.add_bucket_cold(x);
+            self.record_cold(x);
         }
         self.count += 1;
         self.sum += x as u128;
@@ -327,6 +355,48 @@ impl Recorder {
         if x > self.max {
             self.new_max(x);
         }
+    }
+
+    /// A sample that either array does not reach yet: counted inline
+    /// until a [`FEW`]+1th distinct value arrives, then in the arrays and
+    /// maps.
+    #[cold]
+    #[inline(never)]
+    fn record_cold(&mut self, x: u64) {
+        if !self.promoted {
+            let len = self.few_len;
+            if let Some(k) = self.few_v[..len].iter().position(|&v| v == x) {
+                self.few_n[k] += 1;
+                return;
+            }
+            if len < FEW {
+                self.few_v[len] = x;
+                self.few_n[len] = 1;
+                self.few_len = len + 1;
+                return;
+            }
+            self.promote();
+        }
+        self.add_hdr(hdr_index(x), 1);
+        self.add_bucket(x, 1);
+    }
+
+    /// Moves the inline counts into the arrays and maps, for good.
+    fn promote(&mut self) {
+        self.promoted = true;
+        for k in 0..std::mem::take(&mut self.few_len) {
+            let (x, n) = (self.few_v[k], self.few_n[k]);
+            self.add_hdr(hdr_index(x), n);
+            self.add_bucket(x, n);
+        }
+    }
+
+    /// The inline counts, `(value, count)` in no particular order.
+    fn few(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.few_v[..self.few_len]
+            .iter()
+            .copied()
+            .zip(self.few_n[..self.few_len].iter().copied())
     }
 
     #[cold]
@@ -402,8 +472,9 @@ impl Recorder {
             .map(|(k, &n)| ((self.near_lo + k).max(1), n))
             .collect();
         let far = self.far.sorted();
-        if !far.is_empty() {
+        if !far.is_empty() || self.few_len > 0 {
             v.extend(far.into_iter().map(|(i, n)| ((i as usize).max(1), n)));
+            v.extend(self.few().map(|(x, n)| (hdr_index(x).max(1), n)));
             v.sort_by_key(|c| c.0);
         }
         merge_equal(&mut v);
@@ -426,10 +497,14 @@ impl Recorder {
         self.clear_own();
     }
 
-    /// Forgets the counts of `near` and `far` (once folded into `base`).
+    /// Forgets the counts of `near` and `far` (once folded into `base`),
+    /// and the inline ones, whose fixed-width buckets it keeps.
     fn clear_own(&mut self) {
         self.near.iter_mut().for_each(|n| *n = 0);
         self.far = CountMap::default();
+        for k in 0..std::mem::take(&mut self.few_len) {
+            self.add_bucket(self.few_v[k], self.few_n[k]);
+        }
         self.in_base = self.count;
     }
 
@@ -510,6 +585,9 @@ impl Recorder {
             // then does with `o.count` added.
             for (i, n) in o.far.sorted() {
                 self.add_hdr(i as usize, n);
+            }
+            for (x, n) in o.few() {
+                self.add_hdr(hdr_index(x), n);
             }
         } else {
             // HdrHistogram addition grows to the addend's maximum, as
@@ -643,13 +721,6 @@ impl Recorder {
         self.add_sparse(idx, n);
     }
 
-    /// [`Recorder::record`]'s bucket count beyond the dense array so far.
-    #[cold]
-    #[inline(never)]
-    fn add_bucket_cold(&mut self, value_ns: u64) {
-        self.add_bucket(value_ns, 1);
-    }
-
     /// Fixed-width bucket index of `value_ns`.
     #[inline(always)]
     fn bucket_index(&self, value_ns: u64) -> u64 {
@@ -684,8 +755,9 @@ impl Recorder {
             .map(move |(i, c)| (i as u64 * w, *c))
             .collect();
         let sparse = self.sparse.sorted();
-        if !sparse.is_empty() {
+        if !sparse.is_empty() || self.few_len > 0 {
             v.extend(sparse);
+            v.extend(self.few().map(|(x, n)| (self.bucket_index(x) * w, n)));
             v.sort_by_key(|c| c.0);
             merge_equal(&mut v);
         }
@@ -912,6 +984,88 @@ mod tests {
         let most = vals.len() * ARRAY_AFTER_RATIO;
         assert!(r.near.len() <= most, "{}", r.near.len());
         assert!(r.dense.len() <= most, "{}", r.dense.len());
+    }
+
+    /// Values drawn from `distinct` fixed ones (0 ns and values past the
+    /// arrays' limits among them), `n` times.
+    fn repeating(distinct: usize, n: usize) -> Vec<u64> {
+        let pool: Vec<u64> = (0..distinct as u64)
+            .map(|k| match k % 4 {
+                0 => k * 1000,
+                1 => k * 7_919_993,
+                2 => (k + 1) << 33,
+                _ => k * 13,
+            })
+            .collect();
+        let mut x: u64 = 0xABCD_EF01_2345_6789;
+        (0..n)
+            .map(|_| pool[(xorshift(&mut x) % distinct as u64) as usize])
+            .collect()
+    }
+
+    /// Up to FEW distinct values are counted inline, with nothing
+    /// allocated; one more moves them out. Either way, and through merges
+    /// between recorders on either side of that, a stored series and a
+    /// settle, the series is the one an HdrHistogram and an exact bucket
+    /// map give.
+    #[test]
+    fn inline_counts_read_as_the_arrays_and_maps() {
+        let hdr_of = |h: &mut hdrhistogram::Histogram<u64>, vals: &[u64]| {
+            for &v in vals {
+                h.record(v.max(1)).unwrap();
+            }
+        };
+        let check = |r: &Recorder, h: &hdrhistogram::Histogram<u64>, vals: &[u64]| {
+            assert_same_as_hdr(r, h);
+            let mut b: BTreeMap<u64, u64> = BTreeMap::new();
+            for &v in vals {
+                *b.entry(v / 1000 * 1000).or_default() += 1;
+            }
+            let b: Vec<(u64, u64)> = b.into_iter().collect();
+            assert_eq!(r.to_series("x", Metric::Latency).histogram.buckets, b);
+            assert_eq!(r.count(), vals.len() as u64);
+        };
+        let mut all = Vec::new();
+        for distinct in [1, 2, FEW - 1, FEW, FEW + 1, 3 * FEW] {
+            let vals = repeating(distinct, 200);
+            let mut r = Recorder::new(Nanos(1000));
+            for &v in &vals {
+                r.record(Nanos(v));
+            }
+            let inline = distinct <= FEW;
+            assert_eq!(r.promoted, !inline, "{distinct}");
+            if inline {
+                assert!(r.near.is_empty() && r.dense.is_empty());
+                assert!(r.far.sorted().is_empty() && r.sparse.sorted().is_empty());
+            }
+            let mut h = direct_hdr();
+            hdr_of(&mut h, &vals);
+            check(&r, &h, &vals);
+            all.push((r, h, vals));
+        }
+        for (a, ha, va) in &all {
+            for (b, hb, vb) in &all {
+                // HdrHistogram addition, not recording one after the other:
+                // they differ in how far the histogram grew past 1 s.
+                let mut m = a.clone();
+                m.merge(b);
+                let mut hm = ha.clone();
+                hm.add(hb).unwrap();
+                let both: Vec<u64> = va.iter().chain(vb).copied().collect();
+                check(&m, &hm, &both);
+                // A stored series read back, then inline samples on top.
+                let mut s = Recorder::from_series(&b.to_series("b", Metric::Gap)).unwrap();
+                let mut hs = hb.clone();
+                for &v in va {
+                    s.record(Nanos(v));
+                }
+                hdr_of(&mut hs, va);
+                assert_eq!(*s.hdr(), hs);
+                s.settle();
+                assert_eq!(*s.hdr(), hs);
+                assert_eq!(s.to_series("s", Metric::Gap).hdr, encode_hdr(&hs));
+            }
+        }
     }
 
     #[test]
