@@ -213,7 +213,6 @@ impl Sim {
             noises: Vec::new(),
             streams: Vec::new(),
             sources: Vec::new(),
-            source_names: Vec::new(),
             tick_ps: None,
             clock_cost: Nanos::ZERO,
             clock_src: 0,
@@ -408,7 +407,6 @@ impl Sim {
         let period = t.period.map(|p| p.0);
         self.tasks.push(Task {
             kind,
-            shared_name: name.as_str().into(),
             cpu,
             tid,
             period,
@@ -437,7 +435,7 @@ impl Sim {
             fused: None,
             ties_by_ready: false,
             stats: TaskStats {
-                name,
+                name: name.into(),
                 cpu: t.cpu,
                 period,
                 latency: Recorder::new(Nanos(1_000)),
@@ -457,7 +455,7 @@ impl Sim {
         if reserved {
             let kind = self.tasks[i].stats.rez_kind.clone().unwrap_or_default();
             self.period_totals.push(PeriodTotals {
-                task: self.tasks[i].stats.name.clone(),
+                task: self.tasks[i].stats.name.to_string(),
                 kind,
                 need: self.tasks[i].stats.need.unwrap_or_default(),
                 ..Default::default()
@@ -811,11 +809,10 @@ impl Sim {
     }
 
     fn add_source(&mut self, cpu: u32, kind: &str, name: &str) -> usize {
-        self.source_names.push((kind.into(), name.into()));
         self.sources.push(SourceStats {
             cpu,
-            kind: kind.to_string(),
-            name: name.to_string(),
+            kind: kind.into(),
+            name: name.into(),
             count: 0,
             total: Nanos::ZERO,
             max: Nanos::ZERO,

@@ -100,8 +100,6 @@ pub(crate) enum Seg {
 
 pub(crate) struct Task {
     pub(crate) kind: TaskKind,
-    /// The name as its spikes share it ([`crate::outcome::Spike`]).
-    pub(crate) shared_name: std::sync::Arc<str>,
     pub(crate) cpu: usize,
     pub(crate) tid: usize,
     pub(crate) period: Option<Nanos>,
@@ -393,8 +391,6 @@ pub struct Sim {
     pub(crate) noises: Vec<Noise>,
     pub(crate) streams: Vec<Stream>,
     pub(crate) sources: Vec<SourceStats>,
-    /// Each source's kind and name as the timeline shares them.
-    pub(crate) source_names: Vec<(std::sync::Arc<str>, std::sync::Arc<str>)>,
     pub(crate) tick_ps: Option<u128>,
     pub(crate) clock_cost: Nanos,
     pub(crate) clock_src: usize,
@@ -1365,7 +1361,7 @@ impl Sim {
         let lat = t.stats.started(&mut t.last_start, now, t.job_release);
         if lat > t.spike_threshold {
             keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
-                (now, t.cpu as u32, t.shared_name.clone(), lat)
+                (now, t.cpu as u32, t.stats.name.clone(), lat)
             });
         }
     }
@@ -1469,12 +1465,9 @@ impl Sim {
 
     fn emit_slice_to_logs(&mut self, c: usize, who: SliceOwner, start: Nanos, len: Nanos) {
         let (label, name, kind, track) = match who {
-            SliceOwner::Source(i) => {
-                let (k, n) = &self.source_names[i];
-                (k, n, "stolen", 0)
-            }
+            SliceOwner::Source(i) => (&self.sources[i].kind, &self.sources[i].name, "stolen", 0),
             SliceOwner::Task(ti) => {
-                let n = &self.tasks[ti].shared_name;
+                let n = &self.tasks[ti].stats.name;
                 (n, n, "run", ti as u32 + 1)
             }
         };
@@ -1497,7 +1490,7 @@ impl Sim {
     fn note_period(&mut self, c: usize, p: PeriodStat) {
         let ti = self.cpus[c].thread_task.get(p.thread).copied();
         let Some(ti) = ti else { return };
-        let name = self.tasks[ti].stats.name.clone();
+        let name = self.tasks[ti].stats.name.to_string();
         if let Some(tot) = self.period_totals.iter_mut().find(|x| x.task == name) {
             tot.periods += 1;
             if !p.hit {

@@ -386,8 +386,6 @@ enum Ask {
 }
 
 struct GTask {
-    /// The name as its spikes share it ([`crate::outcome::Spike`]).
-    shared_name: std::sync::Arc<str>,
     period: Nanos,
     phase: Nanos,
     exec: Dist,
@@ -501,7 +499,6 @@ impl GlobalSim {
             };
             let edf = t.class.as_ref().is_some_and(|c| c.get_ref() == "edf");
             tasks.push(GTask {
-                shared_name: name.as_str().into(),
                 period,
                 phase: t.phase.0,
                 exec: t.exec.clone().unwrap_or(Dist::Const(Nanos::from_us(10))),
@@ -521,7 +518,7 @@ impl GlobalSim {
                 backlog: VecDeque::new(),
                 last_start: None,
                 stats: TaskStats {
-                    name,
+                    name: name.into(),
                     cpu: 0,
                     period: Some(period),
                     latency: Recorder::new(Nanos(1_000)),
@@ -858,7 +855,7 @@ impl GlobalSim {
                 let lat = t.stats.started(&mut t.last_start, now, t.release);
                 if lat > self.spike_threshold {
                     keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
-                        (now, c as u32, t.shared_name.clone(), lat)
+                        (now, c as u32, t.stats.name.clone(), lat)
                     });
                 }
             }
@@ -1044,7 +1041,7 @@ impl GlobalSim {
         if len.is_zero() || (self.trace.is_none() && since >= self.timeline.window) {
             return;
         }
-        let name = &self.tasks[ti].shared_name;
+        let name = &self.tasks[ti].stats.name;
         self.timeline.push(c, name, "run", name, since, len);
         if let Some(tr) = &mut self.trace {
             if tr.len() < self.trace_cap {

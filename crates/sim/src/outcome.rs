@@ -20,8 +20,9 @@ pub const MAX_SPIKES: usize = 1_000;
 #[derive(Clone, Debug)]
 pub struct SourceStats {
     pub cpu: u32,
-    pub kind: String,
-    pub name: String,
+    /// Shared with the timeline's slices, which name their source.
+    pub kind: Arc<str>,
+    pub name: Arc<str>,
     pub count: u64,
     pub total: Nanos,
     pub max: Nanos,
@@ -33,7 +34,8 @@ pub struct SourceStats {
 /// Per-task results the record and sweeps are built from.
 #[derive(Clone, Debug)]
 pub struct TaskStats {
-    pub name: String,
+    /// Shared with the task's spikes and timeline slices.
+    pub name: Arc<str>,
     pub cpu: u32,
     pub period: Option<Nanos>,
     pub latency: Recorder,
@@ -273,7 +275,7 @@ impl TaskStats {
             if let Some(p) = self.period {
                 s.sample_period_ns = Some(p);
             }
-            s.task = Some(self.name.clone());
+            s.task = Some(self.name.to_string());
             s.cpu = Some(self.cpu);
             out.push(s);
         }

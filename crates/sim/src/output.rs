@@ -172,8 +172,8 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
         let by_source = mine
             .iter()
             .map(|x| SourceShare {
-                kind: x.kind.clone(),
-                name: x.name.clone(),
+                kind: x.kind.to_string(),
+                name: x.name.to_string(),
                 count: x.count,
                 total_ns: x.total,
                 max_ns: x.max,
@@ -270,7 +270,7 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
                 v.migrations = Some(m.migrations[i]);
                 v.task_migrations = Some(m.task_migrations[i]);
             }
-            (t.name.clone(), v)
+            (t.name.to_string(), v)
         })
         .collect();
     let streams: BTreeMap<String, SimStream> = o
@@ -296,7 +296,7 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
         .sources
         .iter()
         .filter(|x| x.dropped > 0)
-        .map(|x| (x.name.clone(), x.dropped))
+        .map(|x| (x.name.to_string(), x.dropped))
         .collect();
     let multiprocessor = o.multiprocessor.as_ref().map(|m| SimMultiprocessor {
         policy: m.policy.to_string(),
@@ -357,7 +357,7 @@ pub fn trace_json(o: &Outcome) -> String {
     }
     for (i, t) in o.tasks.iter().enumerate() {
         ev.push(
-            json!({"name":"thread_name","ph":"M","pid":t.cpu,"tid":i + 1,"args":{"name":t.name}}),
+            json!({"name":"thread_name","ph":"M","pid":t.cpu,"tid":i + 1,"args":{"name":&*t.name}}),
         );
     }
     for s in &o.trace {

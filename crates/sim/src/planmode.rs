@@ -102,7 +102,7 @@ pub fn run(
     let mut stats: Vec<TaskStats> = tasks
         .iter()
         .map(|t| TaskStats {
-            name: t.name.clone(),
+            name: t.name.as_str().into(),
             cpu: 0,
             period: t.rez.map(|r| r.1),
             latency: Recorder::new(Nanos(1_000)),

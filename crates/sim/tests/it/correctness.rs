@@ -173,7 +173,7 @@ fn interrupt_work_the_cpu_cannot_serve_is_dropped_not_queued() {
                 [[noise]]\nname = \"storm\"\nkind = \"poisson\"\nlevel = \"irq\"\nrate = 1e7\n\
                 duration = \"1ms\"\n";
     let o = run(text);
-    let s = o.sources.iter().find(|s| s.name == "storm").unwrap();
+    let s = o.sources.iter().find(|s| &*s.name == "storm").unwrap();
     assert!(
         s.dropped > 980_000 && s.dropped < 1_000_000,
         "{}",
@@ -205,7 +205,7 @@ fn a_refilling_consumer_drops_the_jobs_queued_behind_an_underrun() {
         let o = run(text);
         o.tasks
             .iter()
-            .find(|t| t.name == "consumer")
+            .find(|t| &*t.name == "consumer")
             .unwrap()
             .deadline_misses
     };

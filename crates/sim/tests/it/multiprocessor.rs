@@ -13,7 +13,7 @@ fn run(text: &str) -> (punctual_sim::Scenario, punctual_sim::Outcome) {
 }
 
 fn task(o: &punctual_sim::Outcome, name: &str) -> (usize, punctual_sim::outcome::TaskStats) {
-    let i = o.tasks.iter().position(|t| t.name == name).expect(name);
+    let i = o.tasks.iter().position(|t| &*t.name == name).expect(name);
     (i, o.tasks[i].clone())
 }
 
@@ -135,7 +135,10 @@ exec = "6ms"
 
 fn cpus_of(text: &str) -> Vec<(String, u32)> {
     let (_, o) = run(text);
-    o.tasks.iter().map(|t| (t.name.clone(), t.cpu)).collect()
+    o.tasks
+        .iter()
+        .map(|t| (t.name.to_string(), t.cpu))
+        .collect()
 }
 
 #[test]

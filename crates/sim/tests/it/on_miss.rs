@@ -249,7 +249,11 @@ deadline = "19ms"
 "#;
 
 fn stats(o: &punctual_sim::Outcome, name: &str) -> punctual_sim::outcome::TaskStats {
-    o.tasks.iter().find(|t| t.name == name).expect(name).clone()
+    o.tasks
+        .iter()
+        .find(|t| &*t.name == name)
+        .expect(name)
+        .clone()
 }
 
 #[test]

@@ -27,7 +27,7 @@ fn run(name: &str, sets: &[(&str, &str)]) -> Outcome {
 
 /// Fraction of a task's interval samples in [lo, hi) microseconds.
 fn interval_fraction(o: &Outcome, task: &str, lo_us: u64, hi_us: u64) -> f64 {
-    let t = o.tasks.iter().find(|t| t.name == task).expect("task");
+    let t = o.tasks.iter().find(|t| &*t.name == task).expect("task");
     let s = t
         .series()
         .into_iter()
@@ -69,7 +69,7 @@ fn nt_mmtimer_fixed_has_2_4_percent_near_2ms() {
 #[test]
 fn nt_long_dpcs_make_7_7_and_18ms_gaps() {
     let o = run("nt-long-dpcs.toml", &[]);
-    let t = o.tasks.iter().find(|t| t.name == "callback").unwrap();
+    let t = o.tasks.iter().find(|t| &*t.name == "callback").unwrap();
     let s = t
         .series()
         .into_iter()
