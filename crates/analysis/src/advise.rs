@@ -2576,6 +2576,29 @@ mod tests {
     /// to hog/42). Without `hog` it is the record the thread's removal
     /// would truly give.
     fn synthetic(hog: bool, seed: u64) -> Record {
+        timer_record(200, seed, |_, v, uniform, causes| {
+            if uniform() < 1.0 / 500.0 {
+                let d = -20_000.0 * (1.0 - uniform()).ln();
+                *v += d;
+                causes.push(share("irq", "eth0", d as u64));
+            }
+            let (h, d) = (uniform(), 100_000.0 + 700_000.0 * uniform());
+            if hog && h < 1.0 / 200.0 {
+                *v += d;
+                causes.push(share("thread", "hog/42", d as u64));
+            }
+        })
+    }
+
+    /// A 1 ms timer on CPU 1 for `secs` s, drawn from `seed`: every
+    /// wake-up 15 µs plus an exponential 4 µs late, to which `hit` adds
+    /// for wake-up `i` (drawing from the same stream, after the base, and
+    /// naming its causes); a wake-up with causes goes to the spike log.
+    fn timer_record(
+        secs: u64,
+        seed: u64,
+        mut hit: impl FnMut(u64, &mut f64, &mut dyn FnMut() -> f64, &mut Vec<SourceShare>),
+    ) -> Record {
         let mut x = seed | 1;
         let mut uniform = move || {
             x ^= x << 13;
@@ -2585,19 +2608,10 @@ mod tests {
         };
         let mut rec = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
         let mut spikes = Vec::new();
-        for i in 0..200_000u64 {
+        for i in 0..secs * 1000 {
             let mut v = 15_000.0 - 4_000.0 * (1.0 - uniform()).ln();
             let mut causes = Vec::new();
-            if uniform() < 1.0 / 500.0 {
-                let d = -20_000.0 * (1.0 - uniform()).ln();
-                v += d;
-                causes.push(share("irq", "eth0", d as u64));
-            }
-            let (h, d) = (uniform(), 100_000.0 + 700_000.0 * uniform());
-            if hog && h < 1.0 / 200.0 {
-                v += d;
-                causes.push(share("thread", "hog/42", d as u64));
-            }
+            hit(i, &mut v, &mut uniform, &mut causes);
             let v = Nanos(v as u64);
             rec.record(v);
             if !causes.is_empty() {
@@ -2615,7 +2629,7 @@ mod tests {
         let mut s = rec.to_series("cpu1.latency", Metric::Latency);
         s.cpu = Some(1);
         let mut r = Record::new(Source::Measured, "check", Platform::default());
-        r.duration_ns = Nanos::from_secs(200);
+        r.duration_ns = Nanos::from_secs(secs);
         r.series.push(s);
         r.spikes = spikes;
         r
@@ -2677,47 +2691,17 @@ mod tests {
     /// a second. The spike log holds both, and is bounded (it dropped the
     /// smaller wake-ups).
     fn periodic_beside_random(rnd: bool, seed: u64) -> Record {
-        let mut x = seed | 1;
-        let mut uniform = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f64 / (1u64 << 53) as f64
-        };
-        let mut rec = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
-        let mut spikes = Vec::new();
-        for i in 0..100_000u64 {
-            let mut v = 15_000.0 - 4_000.0 * (1.0 - uniform()).ln();
-            let mut causes = Vec::new();
+        let mut r = timer_record(100, seed, |i, v, uniform, causes| {
             if i % 20 == 3 {
-                v += 300_000.0;
+                *v += 300_000.0;
                 causes.push(share("thread", "per/7", 300_000));
             }
             let (r, d) = (uniform(), 100_000.0 + 600_000.0 * uniform());
             if rnd && i % 20 != 3 && r < 1.0 / 15.0 {
-                v += d;
+                *v += d;
                 causes.push(share("irq", "rnd", d as u64));
             }
-            let v = Nanos(v as u64);
-            rec.record(v);
-            if !causes.is_empty() {
-                spikes.push(Spike {
-                    at_ns: Nanos::from_ms(i),
-                    cpu: 1,
-                    task: None,
-                    metric: Metric::Latency,
-                    value_ns: v,
-                    causes,
-                    incomplete: false,
-                });
-            }
-        }
-        let mut s = rec.to_series("cpu1.latency", Metric::Latency);
-        s.cpu = Some(1);
-        let mut r = Record::new(Source::Measured, "check", Platform::default());
-        r.duration_ns = Nanos::from_secs(100);
-        r.series.push(s);
-        r.spikes = spikes;
+        });
         r.spikes_dropped = 1000;
         r
     }
