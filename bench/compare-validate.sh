@@ -21,6 +21,14 @@
 # the windows taken out, so that compare falls back to resampling sample
 # by sample: the same records under each method.
 #
+# After the counts, bench/compare-spread.py measures the run-to-run
+# spread of the idle pairs: for each pair and quantile, the ratio and the
+# smallest --min-change under which it would be "no difference"; the
+# smallest --min-change that makes >= 90% of the idle pairs "no
+# difference" (the figure to pass to compare on this machine); and, at
+# that setting, the idle/idle and idle/noisy counts again. Several kept
+# directories pool: bench/compare-spread.py target/release/punctual DIR...
+#
 # usage: bench/compare-validate.sh [PAIRS=10] [SECONDS=11] [CPU=0]
 #        bench/compare-validate.sh --records DIR [PAIRS=10]
 #          (compare again the records a previous run kept in DIR)
@@ -71,4 +79,5 @@ for i in $(seq 1 "$PAIRS"); do
 done
 echo "idle vs idle:  no difference in $same of $PAIRS pairs (goal: >= 9 of 10)"
 echo "idle vs noisy: regressed in $regressed of $PAIRS pairs (goal: 10 of 10)"
+python3 bench/compare-spread.py "$BIN" "$OUT"
 echo "records and comparisons kept in $OUT"
