@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use punctual_units::Nanos;
 
 /// Buckets per power of two: a bucket is at most 1/32 (3.1%) of its lower
-/// bound wide, well under the 20% change `compare` looks for.
+/// bound wide, well under the 40% change `compare` looks for by default.
 pub const SUB_BUCKETS: u64 = 32;
 
 /// Values below this are counted exactly (their bucket is 1 ns wide).
