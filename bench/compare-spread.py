@@ -6,7 +6,7 @@ idle runs of one machine also drift between runs, and `--min-change` is
 the margin that keeps that drift from reading as a change. This measures
 the margin a machine needs from pairs of idle runs taken back to back
 (the records `bench/compare-validate.sh` keeps: aI.json and bI.json idle,
-nI.json with the noisy thread), so that the default, or a user's own
+nI.json, where present, with the noisy thread), so that the default, or a user's own
 setting, comes from a measurement rather than a guess.
 
 For each idle pair and quantile: the point ratio NEW / BASE, its interval,
@@ -23,6 +23,7 @@ usage: bench/compare-spread.py BIN DIR [DIR ...]
   BIN: the punctual binary; several DIRs pool their pairs.
   BLOCK_WINDOWS=N and NO_WINDOWS=1 as for bench/compare-validate.sh
   (NO_WINDOWS reads the aI.json.nowin copies that script writes).
+  MARGINS="20 40" counts again at these --min-change settings too.
 """
 
 import json
@@ -38,15 +39,21 @@ SHARE = 0.9
 RELIABLE = 0.9633
 
 
+def fail(msg):
+    print(msg, file=sys.stderr)
+    sys.exit(2)
+
+
 def records(d):
-    """(label, base, other idle, noisy) for every complete triple in d."""
+    """(label, base, other idle, noisy or None) for every idle pair in d."""
     suffix = ".nowin" if os.environ.get("NO_WINDOWS") else ""
     out = []
     i = 1
     while os.path.exists(os.path.join(d, f"a{i}.json")):
-        paths = [os.path.join(d, f"{k}{i}.json{suffix}") for k in "abn"]
-        if all(os.path.exists(p) for p in paths):
-            out.append((f"{os.path.basename(os.path.normpath(d))}/{i}", *paths))
+        a, b, n = (os.path.join(d, f"{k}{i}.json{suffix}") for k in "abn")
+        if os.path.exists(a) and os.path.exists(b):
+            label = f"{os.path.basename(os.path.normpath(d))}/{i}"
+            out.append((label, a, b, n if os.path.exists(n) else None))
         i += 1
     return out
 
@@ -66,7 +73,7 @@ def compare(binary, base, new, min_change_pct=None):
             text=True,
         )
         if p.returncode == 2:
-            sys.exit(f"compare {base} {new}: {p.stderr.strip()}")
+            fail(f"compare {base} {new}: {p.stderr.strip()}")
         return p.returncode, json.load(open(f.name))
 
 
@@ -89,11 +96,11 @@ def quantiles(c):
 
 def main():
     if len(sys.argv) < 3:
-        sys.exit(__doc__.strip().split("\n\n")[-1])
+        fail(__doc__.strip().split("\n\n")[-1])
     binary, dirs = sys.argv[1], sys.argv[2:]
     pairs = [t for d in dirs for t in records(d)]
     if not pairs:
-        sys.exit(f"no complete aI/bI/nI triples of records in {' '.join(dirs)}")
+        fail(f"no idle pairs of records (a1.json, b1.json, ...) in {' '.join(dirs)}")
     needs = []
     per_q = {}
     print("idle/idle run-to-run spread (ratio NEW/BASE, interval, min-change that makes it no difference):")
@@ -134,7 +141,8 @@ def main():
         + ("; too few pairs to say more than their largest" if k_reliable == len(needs) else "")
         + ")"
     )
-    for m in sorted({margin, reliable}):
+    extra = {float(m.rstrip("%")) for m in os.environ.get("MARGINS", "").split()}
+    for m in sorted({margin, reliable} | extra):
         recount(binary, pairs, m)
 
 
@@ -144,11 +152,14 @@ def up(pct):
 
 
 def recount(binary, pairs, margin):
-    same = regressed = 0
+    same = regressed = noisy = 0
     headroom = []
     for label, a, b, n in pairs:
         ab, c = compare(binary, a, b, margin)
         same += ab == 0 and c["answer"] == "no_difference"
+        if n is None:
+            continue
+        noisy += 1
         an, c = compare(binary, a, n, margin)
         regressed += an == 1
         # The largest margin under which this noisy pair stays regressed
@@ -157,8 +168,8 @@ def recount(binary, pairs, margin):
         if an == 1:
             headroom.append((max(lows) - 1.0) * 100.0)
     print(
-        f"at --min-change {margin:.1f}%: idle/idle no difference in {same} of {len(pairs)}, "
-        f"idle/noisy regressed in {regressed} of {len(pairs)}"
+        f"at --min-change {margin:.1f}%: idle/idle no difference in {same} of {len(pairs)}"
+        + (f", idle/noisy regressed in {regressed} of {noisy}" if noisy else "")
         + (
             f" (the least of them stays regressed up to --min-change {min(headroom):.0f}%)"
             if headroom
