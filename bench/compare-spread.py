@@ -6,16 +6,18 @@ idle runs of one machine also drift between runs, and `--min-change` is
 the margin that keeps that drift from reading as a change. This measures
 the margin a machine needs from pairs of idle runs taken back to back
 (the records `bench/compare-validate.sh` keeps: aI.json and bI.json idle,
-nI.json, where present, with the noisy thread), so that the default, or a user's own
-setting, comes from a measurement rather than a guess.
+nI.json, where present, with the noisy thread), so that the default, or
+a user's own setting, comes from a measurement rather than a guess.
 
 For each idle pair and quantile: the point ratio NEW / BASE, its interval,
 and the smallest min-change under which that quantile would not count as
 a change (the interval's bound nearest 1, as a percent; 0 when the
 interval holds 1). A pair needs the largest of its quantiles. Then the
 smallest min-change that makes at least 90% of the idle pairs "no
-difference", and, compared again at that min-change, how many idle pairs
-are "no difference" and how many idle/noisy pairs are still "regressed".
+difference", and the one for 96.3% (what ">= 9 of 10 pairs" needs to
+hold in 95% of batches of ten); compared again at each, how many idle
+pairs are "no difference" and how many idle/noisy pairs are still
+"regressed".
 The margin is an upper bound: `compare` also ignores shifts within one
 histogram bucket, which can only make more pairs "no difference".
 
