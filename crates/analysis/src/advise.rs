@@ -591,14 +591,7 @@ fn edited_model(rec: &Record, edited: &Record, cpu: u32) -> Option<TailModel> {
     } else {
         Nanos::ZERO
     };
-    let covered = Nanos(m.sample_period_ns.0.saturating_mul(m.tail.n));
-    m.stall_times = crate::queue::StallTimes::complete_above(
-        m.spike_log.iter().copied(),
-        level,
-        covered,
-        m.sample_period_ns,
-    )
-    .and_then(crate::queue::StallTimes::into_periodic);
+    m.stall_times = m.periodic_stall_times(level);
     Some(m.bounded_by(&base))
 }
 
@@ -2691,13 +2684,19 @@ mod tests {
     /// a second. The spike log holds both, and is bounded (it dropped the
     /// smaller wake-ups).
     fn periodic_beside_random(rnd: bool, seed: u64) -> Record {
+        periodic_beside_random_at(if rnd { 1.0 / 15.0 } else { 0.0 }, seed)
+    }
+
+    /// As [`periodic_beside_random`], the interrupt hitting a wake-up
+    /// off the thread's with probability `rnd`.
+    fn periodic_beside_random_at(rnd: f64, seed: u64) -> Record {
         let mut r = timer_record(100, seed, |i, v, uniform, causes| {
             if i % 20 == 3 {
                 *v += 300_000.0;
                 causes.push(share("thread", "per/7", 300_000));
             }
             let (r, d) = (uniform(), 100_000.0 + 600_000.0 * uniform());
-            if rnd && i % 20 != 3 && r < 1.0 / 15.0 {
+            if i % 20 != 3 && r < rnd {
                 *v += d;
                 causes.push(share("irq", "rnd", d as u64));
             }
@@ -2744,6 +2743,80 @@ mod tests {
                 (0.5..=2.0).contains(&r) || (pred.is_infinite() && real.is_infinite()),
                 "seed {seed}: predicted {pred} s, true {real} s"
             );
+        }
+    }
+
+    /// Taking the periodic thread out leaves the random interrupt,
+    /// forecast as Poisson arrivals. The record's own forecast holds the
+    /// same interrupt as the Poisson rest beside the thread's periodic
+    /// stalls, so with the thread gone its MTTF can only grow: the
+    /// interrupt's arrivals are read the same way on both sides, and the
+    /// thread's stalls are gone.
+    #[test]
+    fn taking_the_periodic_source_out_never_shortens_the_mttf() {
+        let p: Vec<Profile> = [(3, 200), (3, 300), (4, 300), (3, 400), (5, 200), (4, 250)]
+            .into_iter()
+            .map(|(n, us)| Profile {
+                name: format!("{us}us x {n}"),
+                buffering: Buffering::new(
+                    n,
+                    Nanos::from_us(us),
+                    crate::model::Compute::Time(Nanos::from_us(20)),
+                ),
+                ..consumer(us)
+            })
+            .collect();
+        for (seed, rnd) in [(1u64, 1.0 / 100.0), (5, 1.0 / 100.0), (1, 1.0 / 60.0)] {
+            let with = periodic_beside_random_at(rnd, seed);
+            let edited = remove_sources(&with, 1, &|k, n| k == "thread" && n == "per/7");
+            let now = figures(&with, 1, &p);
+            let after = figures_edited(&with, &edited, 1, &p);
+            for (a, b) in now.profiles.iter().zip(&after.profiles) {
+                let (a_s, b_s) = (eff(a.mttf_s), eff(b.mttf_s));
+                assert!(
+                    b_s >= a_s,
+                    "seed {seed}, interrupt {rnd}, {}: {b_s} s without the thread, {a_s} s now",
+                    a.profile
+                );
+            }
+        }
+    }
+
+    /// The thread's stalls come every 20 ms whether or not the interrupt
+    /// hits between them: the record's forecast replays the thread's
+    /// period, also where the interrupt comes often enough (one wake-up
+    /// in 30) that the whole log shows none, and taking the interrupt out
+    /// keeps it.
+    #[test]
+    fn taking_the_random_source_out_keeps_the_record_period() {
+        for (seed, rnd) in [(1u64, 1.0 / 100.0), (5, 1.0 / 30.0), (1, 1.0 / 30.0)] {
+            let with = periodic_beside_random_at(rnd, seed);
+            let edited = remove_sources(&with, 1, &|k, n| k == "irq" && n == "rnd");
+            let b = Buffering::new(
+                3,
+                Nanos::from_us(200),
+                crate::model::Compute::Time(Nanos::from_us(20)),
+            );
+            let period = |m: &TailModel| {
+                let st = crate::queue::StallModel::from_tail(&m.tail);
+                crate::queue::forecast_with(&m.tail, &st, m.stall_times.as_ref(), &b)
+                    .renewal
+                    .and_then(|r| r.period_ns)
+            };
+            let lm = latency_model(&with, 1).unwrap();
+            let whole: Vec<u64> = lm.spike_log.iter().map(|&(a, _)| a.0).collect();
+            assert!(
+                rnd < 0.02 || crate::periodic::detect(&whole, 1e6).is_none(),
+                "seed {seed}: the interrupt must hide the period from the whole log"
+            );
+            let now = period(&lm).expect("record periodic");
+            let after = period(&edited_model(&with, &edited, 1).unwrap()).expect("edit periodic");
+            for (what, p) in [("record", now), ("edited", after)] {
+                assert!(
+                    (p - 20e6).abs() < 0.2e6,
+                    "seed {seed}: {what} period {p} ns, the thread's is 20 ms"
+                );
+            }
         }
     }
 

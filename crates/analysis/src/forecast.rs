@@ -90,6 +90,10 @@ pub struct TailModel {
     /// stall), so the MTTF interval counts stalls, not wake-ups. Empty
     /// without a spike log.
     pub spike_log: Vec<(Nanos, Nanos)>,
+    /// The source each entry of `spike_log` is attributed to (the largest
+    /// of its causes), so the queue model reads a period per source
+    /// (`StallTimes::into_periodic`); empty where the log names none.
+    pub spike_sources: Vec<Option<String>>,
     /// Periods that passed without a wake-up (`Series::missed`): a probe
     /// that skips the periods a long stall swallowed counts them here,
     /// which lets the queue model place them (`buffer::swallowed_wake_ups`).
@@ -106,6 +110,28 @@ fn own_spikes<'a>(rec: &'a Record, s: &'a Series) -> impl Iterator<Item = (Nanos
             p.metric == s.metric && s.cpu.is_none_or(|c| c == p.cpu) && p.task == s.task
         })
         .map(|p| (p.at_ns, p.value_ns))
+}
+
+/// The source `p`'s lateness is attributed to: the largest of its causes
+/// by time (the first of equals), none without causes.
+pub fn main_cause(p: &punctual_record::Spike) -> Option<String> {
+    let mut best: Option<&punctual_record::SourceShare> = None;
+    for c in &p.causes {
+        if best.is_none_or(|b| c.total_ns > b.total_ns) {
+            best = Some(c);
+        }
+    }
+    best.map(|c| format!("{} {}", c.kind, c.name))
+}
+
+/// [`main_cause`] of each of `rec`'s spikes that belong to `s`, in the
+/// order of [`own_spikes`].
+fn own_sources(rec: &Record, s: &Series) -> Vec<Option<String>> {
+    rec.spikes
+        .iter()
+        .filter(|p| p.metric == s.metric && s.cpu.is_none_or(|c| c == p.cpu) && p.task == s.task)
+        .map(main_cause)
+        .collect()
 }
 
 /// A noise record's gap histogram for one CPU, as the queue model's
@@ -214,6 +240,7 @@ impl TailModel {
             stall_times: None,
             gap_stalls: None,
             spike_log: Vec::new(),
+            spike_sources: Vec::new(),
             missed: s.missed,
             boot: Vec::new(),
         };
@@ -250,16 +277,45 @@ impl TailModel {
     /// other stalls staying Poisson.
     pub fn with_spike_log(mut self, rec: &Record, s: &Series) -> TailModel {
         self.spike_log = own_spikes(rec, s).collect();
+        self.spike_sources = own_sources(rec, s);
+        if self.spike_sources.iter().all(Option::is_none) {
+            self.spike_sources.clear();
+        }
         if self.stall_times.is_none() {
-            let covered = Nanos(self.sample_period_ns.0.saturating_mul(self.tail.n));
-            self.stall_times = crate::queue::StallTimes::periodic(
-                self.spike_log.iter().copied(),
-                rec.spikes_dropped > 0,
-                covered,
-                self.sample_period_ns,
-            );
+            let level = if rec.spikes_dropped > 0 {
+                self.spike_log
+                    .iter()
+                    .map(|&(_, l)| l)
+                    .min()
+                    .unwrap_or(Nanos::ZERO)
+            } else {
+                Nanos::ZERO
+            };
+            self.stall_times = self.periodic_stall_times(level);
         }
         self
+    }
+
+    /// The spike log's times as the queue model's periodic arrivals
+    /// (`StallTimes::into_periodic`), the log read as complete above
+    /// `level`; `None` where no period shows.
+    pub fn periodic_stall_times(&self, level: Nanos) -> Option<crate::queue::StallTimes> {
+        let covered = Nanos(self.sample_period_ns.0.saturating_mul(self.tail.n));
+        let labels = self
+            .spike_sources
+            .iter()
+            .cloned()
+            .chain(std::iter::repeat(None));
+        crate::queue::StallTimes::labelled(
+            self.spike_log
+                .iter()
+                .zip(labels)
+                .map(|(&(a, l), s)| (a, l, s)),
+            level,
+            covered,
+            self.sample_period_ns,
+        )
+        .and_then(crate::queue::StallTimes::into_periodic)
     }
 
     /// Peaks over threshold with an automatic threshold: candidate
