@@ -700,7 +700,7 @@ fn main() {
             ));
         }
         println!(
-            "| {} | {:.3} s ({} underruns) | {:.0}% ({covered}/{}; {:.0}–{:.0}%; {covered_seeing}/{} of records that saw one) | {:.1}% (μ = {:.2}) | {decided}/{} | {:.1}% ({wrong}) | {:.2} | {mean:.2} | {blind} | {} |",
+            "| {} | {:.3} s ({} underruns) | {:.0}% ({covered}/{}; {:.1}–{:.1}%; {covered_seeing}/{} of records that saw one) | {:.1}% (μ = {:.2}) | {decided}/{} | {:.1}% ({wrong}) | {:.2} | {mean:.2} | {blind} | {} |",
             shape.name,
             true_mttf,
             missed,
