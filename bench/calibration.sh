@@ -21,7 +21,13 @@
 # probe's missed periods are counted as the live timer counts them.
 # CAL_QUEUE=1: probe and consumer queue delayed jobs instead (the first
 # harness); CAL_RENEWAL=1: renewal arrivals (--arrivals renewal);
-# CAL_SHOW=1: each record's forecast and assumption lines. Prints a markdown table: coverage of the nominal 95%
+# CAL_SHOW=1: each record's forecast and assumption lines;
+# CAL_MIDP=1: Lancaster's mid-P interval on the count of underrun-sized
+# events instead of Garwood's (measured, not adopted: docs/forecast.md §3.5);
+# CAL_DISPERSION=1: a second table, the consumer's own underruns in the
+# same seeds' records (their index of dispersion: is the count Poisson?)
+# and the forecasts' spread across records against their intervals' width.
+# Prints a markdown table: coverage of the nominal 95%
 # interval (with its own Wilson interval, and beside it the coverage the
 # same interval on a count would reach if each record's own count of
 # underruns were known: at a few underruns per record that is well

@@ -14,9 +14,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use punctual_analysis::buffer::{mttf, Buffering, Compute};
+use punctual_analysis::buffer::{mttf, underrun_count_ci95, Buffering, Compute, CountInterval};
 use punctual_analysis::forecast::TailModel;
-use punctual_analysis::tail::poisson_ci95;
 use punctual_analysis::verdict::state_of;
 use punctual_analysis::VerdictState;
 use punctual_record::Record;
@@ -451,6 +450,7 @@ fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
     if std::env::var_os("CAL_RENEWAL").is_some() {
         m = m.with_record_spikes(rec, s);
     }
+    m.count_interval = count_interval();
     let b = Buffering::new(
         c.n,
         Nanos::from_us(c.t_us),
@@ -460,10 +460,11 @@ fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
     // CAL_SHOW=1: what the forecast of each record assumed.
     if std::env::var_os("CAL_SHOW").is_some() {
         eprintln!(
-            "{:.3}/s ({:.3}-{:.3}); stalls {:.1}/s; {} logged, {} dropped, {} missed, bucket {} ns\n  {}",
+            "{:.3}/s ({:.3}-{:.3}; queue model {:.3}/s); stalls {:.1}/s; {} logged, {} dropped, {} missed, bucket {} ns\n  {}",
             r.underrun_rate_per_s,
             r.rate_ci_low_per_s,
             r.rate_ci_high_per_s,
+            r.queue.rate_per_s,
             r.queue.stalls.rate_per_s,
             rec.spikes.len(),
             rec.spikes_dropped,
@@ -477,6 +478,17 @@ fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
         r.rate_ci_low_per_s,
         r.rate_ci_high_per_s,
     ))
+}
+
+/// The interval on the count of underrun-sized events: Garwood's, as
+/// `forecast` uses it; CAL_MIDP=1: Lancaster's mid-P, measured and not
+/// adopted (docs/forecast.md §3.5).
+fn count_interval() -> CountInterval {
+    if std::env::var_os("CAL_MIDP").is_some() {
+        CountInterval::MidP
+    } else {
+        CountInterval::Garwood
+    }
 }
 
 /// The Wilson score interval (95 %) of `k` successes in `n` trials.
@@ -493,7 +505,7 @@ fn wilson(k: usize, n: usize) -> (f64, f64) {
 
 /// The coverage a forecast that knew each record's own count of
 /// underruns would reach with the interval `mttf` puts on a count
-/// ([`poisson_ci95`]): Σ_k P(k; μ) over the k whose interval holds μ,
+/// ([`underrun_count_ci95`]): Σ_k P(k; μ) over the k whose interval holds μ,
 /// μ the true underruns in one record's length. At a few events per
 /// record an interval that is at least 95 % for every μ holds the truth
 /// far more often than 95 % (98–99 % at μ = 1.5–3), so this is the
@@ -512,12 +524,34 @@ fn counting_coverage(mu: f64) -> f64 {
         if k > 0 {
             log_p += mu.ln() - (k as f64).ln();
         }
-        let (lo, hi) = poisson_ci95(k);
+        let (lo, hi) = underrun_count_ci95(count_interval(), k);
         if lo <= mu && mu <= hi {
             sum += log_p.exp();
         }
     }
     sum
+}
+
+/// The consumer's own underruns in `seeds` runs of `short` (seeds as the
+/// probe's records): their mean per record and index of dispersion
+/// (variance ÷ mean; 1 for a Poisson count, below 1 where the underruns
+/// come more regularly than Poisson's, as a periodic interferer's might).
+/// An interval that reads the count as Poisson where it is
+/// under-dispersed is wider than the count's own spread.
+fn consumer_dispersion(shape: &Shape, seeds: u64, short: Nanos) -> (f64, f64) {
+    let text = scenario(shape, &consumer_task(shape));
+    let counts: Vec<f64> = (1..=seeds)
+        .map(|i| {
+            simulate(&text, 1000 + i, short)
+                .series_named("consumer.latency")
+                .map(|s| s.missed as f64)
+                .unwrap_or(0.0)
+        })
+        .collect();
+    let n = counts.len().max(2) as f64;
+    let mean = counts.iter().sum::<f64>() / n;
+    let var = counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, if mean > 0.0 { var / mean } else { f64::NAN })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -549,6 +583,11 @@ fn main() {
             .collect(),
         None => SHAPES.iter().collect(),
     };
+    // CAL_DISPERSION=1: a second table, whether the consumer's underrun
+    // count is Poisson-dispersed and how wide the intervals are against
+    // the spread of the forecasts themselves.
+    let dispersion = std::env::var_os("CAL_DISPERSION").is_some();
+    let mut spread_rows = Vec::new();
     for shape in shapes {
         let truth_rec = simulate(&scenario(shape, &consumer_task(shape)), 0xCA11_B8A7, long);
         let missed = truth_rec
@@ -631,8 +670,37 @@ fn main() {
             .iter()
             .filter(|(_, lo, hi)| *lo <= true_rate && true_rate <= *hi)
             .count();
+        if dispersion {
+            let (mean_count, d) = consumer_dispersion(shape, seeds, short);
+            // The forecasts' own spread: relative standard deviation of
+            // the predicted rate across records, against the relative
+            // standard deviation each record's interval implies, its
+            // width ÷ (2 × 1.96) ÷ its rate (median over the records that
+            // saw an underrun-sized event).
+            let rel: Vec<f64> = seeing.iter().map(|(r, _, _)| r / true_rate).collect();
+            let m = rel.iter().sum::<f64>() / rel.len().max(1) as f64;
+            let sd = (rel.iter().map(|x| (x - m).powi(2)).sum::<f64>()
+                / (rel.len().max(2) - 1) as f64)
+                .sqrt();
+            let implied = median(
+                seeing
+                    .iter()
+                    .map(|(r, lo, hi)| (hi - lo) / (2.0 * 1.959_964) / r)
+                    .collect(),
+            );
+            spread_rows.push(format!(
+                "| {} | {:.2} | {:.2} (± {:.2}) | {:.2} | {:.2} | {} |",
+                shape.name,
+                mean_count,
+                d,
+                2.0 * (2.0 / (seeds.max(2) - 1) as f64).sqrt(),
+                sd / m,
+                implied,
+                seeing.len()
+            ));
+        }
         println!(
-            "| {} | {:.3} s ({} underruns) | {:.0}% ({covered}/{}; {:.0}–{:.0}%; {covered_seeing}/{} of records that saw one) | {:.1}% (μ = {:.2}) | {decided}/{} | {:.1}% ({wrong}) | {:.2} | {mean:.2} | {blind} | {} |",
+            "| {} | {:.3} s ({} underruns) | {:.0}% ({covered}/{}; {:.1}–{:.1}%; {covered_seeing}/{} of records that saw one) | {:.1}% (μ = {:.2}) | {decided}/{} | {:.1}% ({wrong}) | {:.2} | {mean:.2} | {blind} | {} |",
             shape.name,
             true_mttf,
             missed,
@@ -648,5 +716,12 @@ fn main() {
             ratio,
             shape.what
         );
+    }
+    if dispersion {
+        println!("\n| shape | consumer's underruns per record | their index of dispersion (± 2 s.e. for Poisson) | forecasts' relative s.d. | intervals' implied relative s.d. (median) | records that saw one |");
+        println!("|---|---|---|---|---|---|");
+        for r in spread_rows {
+            println!("{r}");
+        }
     }
 }

@@ -98,6 +98,11 @@ pub struct TailModel {
     /// that skips the periods a long stall swallowed counts them here,
     /// which lets the queue model place them (`buffer::swallowed_wake_ups`).
     pub missed: u64,
+    /// The interval the MTTF puts on its count of underrun-sized events
+    /// (`buffer::underrun_count_ci95`). Garwood's unless a calibration asks
+    /// for mid-P, which was measured and not adopted (docs/forecast.md
+    /// §3.5, "Mid-P, measured").
+    pub count_interval: crate::buffer::CountInterval,
     boot: Vec<GpdFit>,
 }
 
@@ -242,6 +247,7 @@ impl TailModel {
             spike_log: Vec::new(),
             spike_sources: Vec::new(),
             missed: s.missed,
+            count_interval: crate::buffer::CountInterval::Garwood,
             boot: Vec::new(),
         };
         m.fit_tail();
