@@ -40,4 +40,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p punctual-analysis --example calibration
-exec target/release/examples/calibration "${1:-100}" "${2:-30s}" "${3:-2h}" ${4:+"$4"}
+exec "${CARGO_TARGET_DIR:-target}"/release/examples/calibration "${1:-100}" "${2:-30s}" "${3:-2h}" ${4:+"$4"}
