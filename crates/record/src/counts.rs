@@ -88,6 +88,25 @@ impl CountMap {
         }
     }
 
+    /// Distinct keys counted.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len + usize::from(self.zero.is_some())
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `(key, count)` in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.zero
+            .map(|n| (0, n))
+            .into_iter()
+            .chain(self.slots.iter().copied().filter(|s| s.0 != 0))
+    }
+
     /// `(key, count)` in increasing key order.
     pub(crate) fn sorted(&self) -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = self.zero.map(|n| (0, n)).into_iter().collect();
@@ -123,6 +142,10 @@ mod tests {
             m.add(key, n);
             *want.entry(key).or_default() += n;
         }
+        assert_eq!(m.len(), want.len());
+        let mut it: Vec<(u64, u64)> = m.iter().collect();
+        it.sort_unstable();
+        assert_eq!(m.sorted(), it);
         assert_eq!(m.sorted(), want.into_iter().collect::<Vec<_>>());
     }
 }

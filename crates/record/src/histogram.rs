@@ -136,6 +136,28 @@ fn array_may_grow(count: u64, len: usize) -> bool {
 /// recorders per task 768 bytes, well inside the per-task budget.
 const FEW: usize = 16;
 
+/// Distinct values a recorder counts by exact value in one map
+/// (`exact`), once its inline counts overflowed, before it moves them to
+/// its arrays and maps.
+///
+/// Why: a short run's wide distribution (an overloaded EDF task's
+/// latencies, a few hundred samples over milliseconds) overflows the
+/// inline counts early and then, with too few samples to pay for arrays
+/// ([`ARRAY_AFTER_RATIO`]), counted every sample twice in maps (by
+/// HdrHistogram index and by bucket), each a hash and a probe behind two
+/// array checks; one map by exact value costs half of that, and readers
+/// derive both keys from the value as they do for the inline counts.
+/// Bounded so that it stays below what the two maps would hold: 256 keys
+/// in at most 512 slots of 16 bytes, 8 KiB.
+const EXACT_MAX: usize = 256;
+
+/// Samples after which a recorder moves its exact counts to its arrays
+/// and maps even with fewer than [`EXACT_MAX`] distinct values: by then
+/// every array may grow to its full length ([`ARRAY_AFTER_RATIO`]), and
+/// an array increment is cheaper than a hash.
+const EXACT_SAMPLES: u64 = 2048;
+const _: () = assert!(EXACT_SAMPLES as usize >= NEAR_LEN / ARRAY_AFTER_RATIO);
+
 /// Counts the flat arrays grow by at the least (512 bytes).
 const ARRAY_CHUNK: usize = 64;
 const _: () =
@@ -287,7 +309,12 @@ pub struct Recorder {
     few_v: [u64; FEW],
     few_n: [u64; FEW],
     few_len: usize,
-    /// The inline counts overflowed once and were moved out: every sample
+    /// Exact values counted once the inline counts overflowed, until
+    /// [`EXACT_MAX`] distinct values or [`EXACT_SAMPLES`] samples: like
+    /// the inline counts, in none of the arrays and maps, and read with
+    /// them. Empty while the inline counts take samples.
+    exact: CountMap,
+    /// The inline and exact counts were moved out, for good: every sample
     /// since goes to the arrays and maps.
     promoted: bool,
 }
@@ -313,6 +340,7 @@ impl Recorder {
             few_v: [0; FEW],
             few_n: [0; FEW],
             few_len: 0,
+            exact: CountMap::default(),
             promoted: false,
         }
     }
@@ -358,21 +386,28 @@ impl Recorder {
     }
 
     /// A sample that either array does not reach yet: counted inline
-    /// until a [`FEW`]+1th distinct value arrives, then in the arrays and
-    /// maps.
+    /// until a [`FEW`]+1th distinct value arrives, then by exact value
+    /// ([`EXACT_MAX`]), then in the arrays and maps.
     #[cold]
     #[inline(never)]
     fn record_cold(&mut self, x: u64) {
         if !self.promoted {
-            let len = self.few_len;
-            if let Some(k) = self.few_v[..len].iter().position(|&v| v == x) {
-                self.few_n[k] += 1;
-                return;
+            if self.exact.is_empty() {
+                let len = self.few_len;
+                if let Some(k) = self.few_v[..len].iter().position(|&v| v == x) {
+                    self.few_n[k] += 1;
+                    return;
+                }
+                if len < FEW {
+                    self.few_v[len] = x;
+                    self.few_n[len] = 1;
+                    self.few_len = len + 1;
+                    return;
+                }
+                self.few_to_exact();
             }
-            if len < FEW {
-                self.few_v[len] = x;
-                self.few_n[len] = 1;
-                self.few_len = len + 1;
+            if self.exact.len() < EXACT_MAX && self.count < EXACT_SAMPLES {
+                self.exact.add(x, 1);
                 return;
             }
             self.promote();
@@ -381,7 +416,16 @@ impl Recorder {
         self.add_bucket(x, 1);
     }
 
-    /// Moves the inline counts into the arrays and maps, for good.
+    /// Moves the inline counts to the exact map, which takes the samples
+    /// from then on.
+    fn few_to_exact(&mut self) {
+        for k in 0..std::mem::take(&mut self.few_len) {
+            self.exact.add(self.few_v[k], self.few_n[k]);
+        }
+    }
+
+    /// Moves the inline and exact counts into the arrays and maps, for
+    /// good.
     fn promote(&mut self) {
         self.promoted = true;
         for k in 0..std::mem::take(&mut self.few_len) {
@@ -389,14 +433,25 @@ impl Recorder {
             self.add_hdr(hdr_index(x), n);
             self.add_bucket(x, n);
         }
+        for (x, n) in std::mem::take(&mut self.exact).iter() {
+            self.add_hdr(hdr_index(x), n);
+            self.add_bucket(x, n);
+        }
     }
 
-    /// The inline counts, `(value, count)` in no particular order.
+    /// The inline and exact counts, `(value, count)` in no particular
+    /// order.
     fn few(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.few_v[..self.few_len]
             .iter()
             .copied()
             .zip(self.few_n[..self.few_len].iter().copied())
+            .chain(self.exact.iter())
+    }
+
+    /// Whether any count is held inline or by exact value.
+    fn has_few(&self) -> bool {
+        self.few_len > 0 || !self.exact.is_empty()
     }
 
     #[cold]
@@ -472,7 +527,7 @@ impl Recorder {
             .map(|(k, &n)| ((self.near_lo + k).max(1), n))
             .collect();
         let far = self.far.sorted();
-        if !far.is_empty() || self.few_len > 0 {
+        if !far.is_empty() || self.has_few() {
             v.extend(far.into_iter().map(|(i, n)| ((i as usize).max(1), n)));
             v.extend(self.few().map(|(x, n)| (hdr_index(x).max(1), n)));
             v.sort_by_key(|c| c.0);
@@ -504,6 +559,9 @@ impl Recorder {
         self.far = CountMap::default();
         for k in 0..std::mem::take(&mut self.few_len) {
             self.add_bucket(self.few_v[k], self.few_n[k]);
+        }
+        for (x, n) in std::mem::take(&mut self.exact).iter() {
+            self.add_bucket(x, n);
         }
         self.in_base = self.count;
     }
@@ -755,7 +813,7 @@ impl Recorder {
             .map(move |(i, c)| (i as u64 * w, *c))
             .collect();
         let sparse = self.sparse.sorted();
-        if !sparse.is_empty() || self.few_len > 0 {
+        if !sparse.is_empty() || self.has_few() {
             v.extend(sparse);
             v.extend(self.few().map(|(x, n)| (self.bucket_index(x) * w, n)));
             v.sort_by_key(|c| c.0);
@@ -1004,7 +1062,8 @@ mod tests {
     }
 
     /// Up to FEW distinct values are counted inline, with nothing
-    /// allocated; one more moves them out. Either way, and through merges
+    /// allocated; one more moves them to a map by exact value, and past
+    /// EXACT_MAX values or EXACT_SAMPLES samples they move out. Either way, and through merges
     /// between recorders on either side of that, a stored series and a
     /// settle, the series is the one an HdrHistogram and an exact bucket
     /// map give.
@@ -1026,17 +1085,33 @@ mod tests {
             assert_eq!(r.count(), vals.len() as u64);
         };
         let mut all = Vec::new();
-        for distinct in [1, 2, FEW - 1, FEW, FEW + 1, 3 * FEW] {
-            let vals = repeating(distinct, 200);
+        // Inline, by exact value (up to EXACT_MAX distinct values, and
+        // fewer than EXACT_SAMPLES samples), then in the arrays and maps.
+        for (distinct, n) in [
+            (1, 200),
+            (2, 200),
+            (FEW - 1, 200),
+            (FEW, 200),
+            (FEW + 1, 200),
+            (3 * FEW, 200),
+            (3 * FEW, 3 * EXACT_SAMPLES as usize),
+            (EXACT_MAX + 40, 2 * EXACT_SAMPLES as usize - 1),
+        ] {
+            let vals = repeating(distinct, n);
             let mut r = Recorder::new(Nanos(1000));
             for &v in &vals {
                 r.record(Nanos(v));
             }
-            let inline = distinct <= FEW;
-            assert_eq!(r.promoted, !inline, "{distinct}");
-            if inline {
+            let seen = vals.iter().collect::<std::collections::BTreeSet<_>>().len();
+            let promoted = seen > EXACT_MAX || n as u64 > EXACT_SAMPLES;
+            assert_eq!(r.promoted, promoted, "{distinct} {n}");
+            assert_eq!(r.few_len > 0, seen <= FEW, "{distinct} {n}");
+            assert_eq!(!r.exact.is_empty(), !promoted && seen > FEW);
+            if !promoted {
                 assert!(r.near.is_empty() && r.dense.is_empty());
                 assert!(r.far.sorted().is_empty() && r.sparse.sorted().is_empty());
+            } else {
+                assert!(r.few_len == 0 && r.exact.is_empty());
             }
             let mut h = direct_hdr();
             hdr_of(&mut h, &vals);

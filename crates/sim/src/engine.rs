@@ -1361,7 +1361,7 @@ impl Sim {
         let lat = t.stats.started(&mut t.last_start, now, t.job_release);
         if lat > t.spike_threshold {
             keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
-                (now, t.cpu as u32, t.stats.name.clone(), lat)
+                (now, t.cpu as u32, ti as u32, lat)
             });
         }
     }

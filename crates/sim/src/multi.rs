@@ -855,7 +855,7 @@ impl GlobalSim {
                 let lat = t.stats.started(&mut t.last_start, now, t.release);
                 if lat > self.spike_threshold {
                     keep_spike(&mut self.spikes, &mut self.spikes_dropped, || {
-                        (now, c as u32, t.stats.name.clone(), lat)
+                        (now, c as u32, ti as u32, lat)
                     });
                 }
             }

@@ -83,11 +83,12 @@ impl TaskStats {
     }
 }
 
-/// A spike the run keeps: when, on which CPU, which task, how late. The
-/// task's name is shared, not copied: a late-running set keeps a spike for
-/// most of its first thousand jobs, and a copy of the name each was a
-/// memory allocation inside the run.
-pub(crate) type Spike = (Nanos, u32, Arc<str>, Nanos);
+/// A spike the run keeps: when, on which CPU, which task (its index in
+/// [`Outcome::tasks`]), how late. The task is named by index, not by its
+/// name: a late-running set keeps a spike for most of its first thousand
+/// jobs, and a copy of the name each was a memory allocation inside the
+/// run, a shared name an atomic count and 16 of the spike's 40 bytes.
+pub type Spike = (Nanos, u32, u32, Nanos);
 
 /// Keeps a spike in the log while it holds fewer than [`MAX_SPIKES`], or
 /// counts it as dropped; the spike is only built when it is kept.
@@ -230,7 +231,7 @@ pub struct Outcome {
     pub periods_dropped: u64,
     pub period_totals: Vec<PeriodTotals>,
     pub streams: Vec<StreamStats>,
-    pub spikes: Vec<(Nanos, u32, Arc<str>, Nanos)>,
+    pub spikes: Vec<Spike>,
     pub spikes_dropped: u64,
     pub trace: Vec<TraceSlice>,
     pub trace_dropped: u64,

@@ -203,7 +203,7 @@ pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) ->
         r.spikes.push(Spike {
             at_ns: *at,
             cpu: *cpu,
-            task: Some(task.to_string()),
+            task: Some(o.tasks[*task as usize].name.to_string()),
             metric: Metric::Latency,
             value_ns: *v,
             causes: Vec::new(),
