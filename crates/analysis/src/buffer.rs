@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::forecast::{Estimate, ProbEstimate, TailModel};
 pub use crate::model::{Buffering, Compute};
 use crate::queue::{self, QueueForecast};
-use crate::tail::{poisson_ci95, poisson_midp_ci95};
+pub use crate::tail::{underrun_count_ci95, CountInterval};
 
 /// Mean time to failure of one buffering on one series.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -274,30 +274,6 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         exceedance: p,
         assumptions,
     })
-}
-
-/// The 95 % interval on the (effective) count of underrun-sized events
-/// behind the MTTF's interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CountInterval {
-    /// Garwood's exact interval: at least 95 % at every mean, so at the
-    /// few events a short record holds (1.5–3) it holds the mean 98–99 %
-    /// of the time.
-    #[default]
-    Garwood,
-    /// Lancaster's mid-P (`tail::poisson_midp_ci95`): near 95 % on average
-    /// over the mean. Measured against the simulator and not adopted: the
-    /// held-out periodic shape kept its 99.5 % and the Poisson shape fell
-    /// to 87 %, below the 90–98 % goal (docs/forecast.md §3.5).
-    MidP,
-}
-
-/// The interval `which` on a count of `k` underrun-sized events.
-pub fn underrun_count_ci95(which: CountInterval, k: u64) -> (f64, f64) {
-    match which {
-        CountInterval::Garwood => poisson_ci95(k),
-        CountInterval::MidP => poisson_midp_ci95(k),
-    }
 }
 
 /// Bootstrap replicates of the stall model behind a long-stall forecast.
@@ -746,6 +722,7 @@ pub fn packet_sizing(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tail::poisson_ci95;
     use punctual_record::{Metric, Recorder};
 
     /// A 1 ms timer where one wake-up in ten is late by 0.8 ms and the

@@ -102,7 +102,7 @@ pub struct TailModel {
     /// (`buffer::underrun_count_ci95`). Garwood's unless a calibration asks
     /// for mid-P, which was measured and not adopted (docs/forecast.md
     /// §3.5, "Mid-P, measured").
-    pub count_interval: crate::buffer::CountInterval,
+    pub count_interval: crate::tail::CountInterval,
     boot: Vec<GpdFit>,
 }
 
@@ -247,7 +247,7 @@ impl TailModel {
             spike_log: Vec::new(),
             spike_sources: Vec::new(),
             missed: s.missed,
-            count_interval: crate::buffer::CountInterval::Garwood,
+            count_interval: crate::tail::CountInterval::Garwood,
             boot: Vec::new(),
         };
         m.fit_tail();
