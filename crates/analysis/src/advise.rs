@@ -582,16 +582,7 @@ fn edited_model(rec: &Record, edited: &Record, cpu: u32) -> Option<TailModel> {
     let Some(base) = latency_model(rec, cpu) else {
         return Some(m);
     };
-    let level = if rec.spikes_dropped > 0 {
-        base.spike_log
-            .iter()
-            .map(|&(_, l)| l)
-            .min()
-            .unwrap_or(Nanos::ZERO)
-    } else {
-        Nanos::ZERO
-    };
-    m.stall_times = m.periodic_stall_times(level);
+    m.stall_times = m.periodic_stall_times(base.log_complete_above(rec));
     Some(m.bounded_by(&base))
 }
 

@@ -288,18 +288,24 @@ impl TailModel {
             self.spike_sources.clear();
         }
         if self.stall_times.is_none() {
-            let level = if rec.spikes_dropped > 0 {
-                self.spike_log
-                    .iter()
-                    .map(|&(_, l)| l)
-                    .min()
-                    .unwrap_or(Nanos::ZERO)
-            } else {
-                Nanos::ZERO
-            };
+            let level = self.log_complete_above(rec);
             self.stall_times = self.periodic_stall_times(level);
         }
         self
+    }
+
+    /// The level above which `rec`'s spike log, as kept in this model,
+    /// holds every wake-up: its smallest entry when the bounded log
+    /// dropped some (it keeps the largest), zero when it dropped none.
+    pub fn log_complete_above(&self, rec: &Record) -> Nanos {
+        if rec.spikes_dropped == 0 {
+            return Nanos::ZERO;
+        }
+        self.spike_log
+            .iter()
+            .map(|&(_, l)| l)
+            .min()
+            .unwrap_or(Nanos::ZERO)
     }
 
     /// The spike log's times as the queue model's periodic arrivals
