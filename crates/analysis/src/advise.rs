@@ -2064,6 +2064,28 @@ mod tests {
         }
     }
 
+    /// `throttled`'s record at the kernel's default limit (950 ms of
+    /// every 1 s) with a busy real-time thread on CPU 1: `busy/9`, 90 % of
+    /// the CPU at `rt1`, named by `cause` and in the stolen time.
+    fn throttled_with_busy_thread() -> Record {
+        let mut r = throttled("6.18.4", Nanos::ZERO);
+        r.platform.rt_runtime_us = Some(950_000);
+        r.platform.rt_period_us = Some(1_000_000);
+        add_thread(&mut r, busy_thread("busy/9", "rt1", 90_000_000_000, 0.9));
+        r
+    }
+
+    /// Names `thread` in `r`'s cause summary and in its stolen time
+    /// (1 ms).
+    fn add_thread(r: &mut Record, thread: SourceTotalShare) {
+        let mut sum = r.cause().unwrap();
+        r.stolen[0]
+            .by_source
+            .push(share("thread", &thread.total.name, 1_000_000));
+        sum.per_cpu[0].sources.push(thread);
+        r.set_cause(&sum);
+    }
+
     fn share(kind: &str, name: &str, ns: u64) -> SourceShare {
         SourceShare {
             kind: kind.into(),
@@ -2300,17 +2322,7 @@ mod tests {
     /// real-time) would not, and no fix is offered for that here.
     #[test]
     fn moving_the_real_time_thread_that_ran_into_throttling_ends_it() {
-        let mut r = throttled("6.18.4", Nanos::ZERO);
-        r.platform.rt_runtime_us = Some(950_000);
-        r.platform.rt_period_us = Some(1_000_000);
-        r.stolen[0]
-            .by_source
-            .push(share("thread", "busy/9", 1_000_000));
-        let mut sum = r.cause().unwrap();
-        sum.per_cpu[0]
-            .sources
-            .push(busy_thread("busy/9", "rt1", 90_000_000_000, 0.9));
-        r.set_cause(&sum);
+        let mut r = throttled_with_busy_thread();
         let p = vec![consumer(2000)];
         let fixes = advise(&r, &p, false).unwrap().fixes;
         let mv = fixes.iter().find(|f| f.kind == "thread-affinity").unwrap();
@@ -2323,14 +2335,10 @@ mod tests {
         // A FIFO 99 thread that rests (5 % of the CPU) did not cause it:
         // moving it leaves the busy one to run into the limit.
         let mut small = r.clone();
-        let mut s2 = small.cause().unwrap();
-        s2.per_cpu[0]
-            .sources
-            .push(busy_thread("noisy/5", "rt99", 5_000_000_000, 0.05));
-        small.set_cause(&s2);
-        small.stolen[0]
-            .by_source
-            .push(share("thread", "noisy/5", 1_000_000));
+        add_thread(
+            &mut small,
+            busy_thread("noisy/5", "rt99", 5_000_000_000, 0.05),
+        );
         let fixes = advise(&small, &p, false).unwrap().fixes;
         let by = |id: &str| fixes.iter().find(|f| f.id.starts_with(id)).unwrap();
         assert!(by("thread-noisy-5")
@@ -2342,13 +2350,7 @@ mod tests {
             .iter()
             .any(|t| t.kind == "throttle"));
         // Another real-time thread as busy would still run into it.
-        sum.per_cpu[0]
-            .sources
-            .push(busy_thread("busy2/10", "rt1", 96_000_000_000, 0.9));
-        r.set_cause(&sum);
-        r.stolen[0]
-            .by_source
-            .push(share("thread", "busy2/10", 1_000_000));
+        add_thread(&mut r, busy_thread("busy2/10", "rt1", 96_000_000_000, 0.9));
         let fixes = advise(&r, &p, false).unwrap().fixes;
         let mv = fixes
             .iter()
@@ -2364,17 +2366,7 @@ mod tests {
     /// ranks first though it moves more CPU time.
     #[test]
     fn an_equal_gain_that_gives_up_no_cpu_outranks_a_reservation() {
-        let mut r = throttled("6.18.4", Nanos::ZERO);
-        r.platform.rt_runtime_us = Some(950_000);
-        r.platform.rt_period_us = Some(1_000_000);
-        let mut sum = r.cause().unwrap();
-        sum.per_cpu[0]
-            .sources
-            .push(busy_thread("busy/9", "rt1", 90_000_000_000, 0.9));
-        r.set_cause(&sum);
-        r.stolen[0]
-            .by_source
-            .push(share("thread", "busy/9", 1_000_000));
+        let r = throttled_with_busy_thread();
         let mut p = consumer(2000);
         p.buffering.compute = crate::model::Compute::Time(Nanos::from_us(500));
         let fixes = advise(&r, &[p], false).unwrap().fixes;

@@ -997,18 +997,34 @@ mod tests {
         keep_windows: bool,
     ) -> Record {
         let mut rng = SplitMix64::new(seed);
+        let mut stall = false;
+        timer_windows(windows, keep_windows, |_, i| {
+            if i == 0 {
+                stall = rng.uniform_open() < p_stall;
+            }
+            if (stall && i < stalled) || rng.uniform_open() < p_late {
+                1_000_000 + (rng.uniform_open() * 500_000.0) as u64
+            } else {
+                5_000 + (rng.exp1() * 25_000.0) as u64
+            }
+        })
+    }
+
+    /// A 1 ms timer record of `windows` windows of 100 wake-ups each,
+    /// wake-up `i` of window `w` late by `late_ns(w, i)`; with
+    /// `keep_windows` false it carries no per-window counts.
+    fn timer_windows(
+        windows: usize,
+        keep_windows: bool,
+        mut late_ns: impl FnMut(usize, usize) -> u64,
+    ) -> Record {
         let mut r = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
         let mut w = punctual_record::WindowRecorder::new(100);
-        for _ in 0..windows {
-            let stall = rng.uniform_open() < p_stall;
+        for win in 0..windows {
             for i in 0..100 {
-                let v = if (stall && i < stalled) || rng.uniform_open() < p_late {
-                    1_000_000 + (rng.uniform_open() * 500_000.0) as u64
-                } else {
-                    5_000 + (rng.exp1() * 25_000.0) as u64
-                };
-                r.record(Nanos(v));
-                w.record(Nanos(v));
+                let v = Nanos(late_ns(win, i));
+                r.record(v);
+                w.record(v);
             }
         }
         let mut rec = Record::new(Source::Measured, "timer", Platform::default());
@@ -1209,27 +1225,14 @@ mod tests {
     /// excluded).
     fn episode(seed: u64, windows: usize, slow: &[(usize, usize)]) -> Record {
         let mut rng = SplitMix64::new(seed);
-        let mut r = Recorder::new(Nanos::from_us(1)).with_sample_period(Nanos::from_ms(1));
-        let mut w = punctual_record::WindowRecorder::new(100);
-        for i in 0..windows {
-            let factor = if slow.iter().any(|&(from, to)| (from..to).contains(&i)) {
+        timer_windows(windows, true, |win, _| {
+            let factor = if slow.iter().any(|&(from, to)| (from..to).contains(&win)) {
                 2.0
             } else {
                 1.0
             };
-            for _ in 0..100 {
-                let v = (factor * (12_000.0 + rng.exp1() * 2_000.0)) as u64;
-                r.record(Nanos(v));
-                w.record(Nanos(v));
-            }
-        }
-        let mut rec = Record::new(Source::Measured, "timer", Platform::default());
-        rec.duration_ns = Nanos::from_ms(100 * windows as u64);
-        let mut s = r.to_series("cpu0.latency", Metric::Latency);
-        s.cpu = Some(0);
-        s.windows = Some(w.windows());
-        rec.series.push(s);
-        rec
+            (factor * (12_000.0 + rng.exp1() * 2_000.0)) as u64
+        })
     }
 
     fn block_lengths(c: &Comparison) -> Vec<(usize, usize)> {

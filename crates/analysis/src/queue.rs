@@ -382,32 +382,22 @@ impl StallTimes {
         } else {
             Nanos::ZERO
         };
-        StallTimes::complete_above(v, complete_above, covered, interval)
-    }
-
-    /// As [`new`](Self::new), with the level above which the log holds
-    /// every wake-up given. A log edited after it was taken (a source's
-    /// time taken out of its spikes) is still complete only above the
-    /// level the bounded log kept: the wake-ups it dropped were below
-    /// that and no edit brings them back, while its own smallest entry
-    /// may now lie far below it.
-    pub fn complete_above(
-        spikes: impl IntoIterator<Item = (Nanos, Nanos)>,
-        complete_above: Nanos,
-        covered: Nanos,
-        interval: Nanos,
-    ) -> Option<StallTimes> {
         StallTimes::labelled(
-            spikes.into_iter().map(|(a, l)| (a, l, None)),
+            v.into_iter().map(|(a, l)| (a, l, None)),
             complete_above,
             covered,
             interval,
         )
     }
 
-    /// As [`complete_above`](Self::complete_above), each wake-up with the
-    /// source its lateness is attributed to, so that a period can be read
-    /// per source ([`into_periodic`](Self::into_periodic)).
+    /// As [`new`](Self::new), with the level above which the log holds
+    /// every wake-up given, and each wake-up with the source its lateness
+    /// is attributed to, so that a period can be read per source
+    /// ([`into_periodic`](Self::into_periodic)). A log edited after it was
+    /// taken (a source's time taken out of its spikes) is still complete
+    /// only above the level the bounded log kept: the wake-ups it dropped
+    /// were below that and no edit brings them back, while its own
+    /// smallest entry may now lie far below it.
     pub fn labelled(
         spikes: impl IntoIterator<Item = (Nanos, Nanos, Option<String>)>,
         complete_above: Nanos,

@@ -9,14 +9,10 @@ use std::time::Duration;
 
 use assert_cmd::prelude::*;
 
-use crate::common::{is_root, live};
+use crate::common::{is_root, live, read_json};
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()
-}
-
-fn read_json(p: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 /// A wake-up latency feed of `n` values from one machine: 20 µs, with a

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::common::is_root;
+use crate::common::{is_root, read_json};
 use assert_cmd::Command;
 
 fn fx(name: &str) -> PathBuf {
@@ -153,8 +153,7 @@ fn a_timer_record_is_resampled_in_blocks_of_its_windows() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+    let v = read_json(&rec);
     let windows = v["series"]
         .as_array()
         .unwrap()

@@ -12,14 +12,10 @@ use std::time::Duration;
 
 use assert_cmd::prelude::*;
 
-use crate::common::live;
+use crate::common::{live, read_json};
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()
-}
-
-fn read_json(p: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 /// Why a live test cannot run here, if it cannot.

@@ -8,14 +8,10 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::prelude::*;
 
-use crate::common::{is_root, live};
+use crate::common::{is_root, live, read_json};
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()
-}
-
-fn read_json(p: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 /// CPU 0's deepest idle state's `disable` file, when it has more than one

@@ -8,14 +8,10 @@ use std::time::Duration;
 use assert_cmd::prelude::*;
 use predicates::prelude::*;
 
-use crate::common::{is_root, live};
+use crate::common::{is_root, live, read_json};
 
 fn punctual() -> Command {
     Command::cargo_bin("punctual").unwrap()
-}
-
-fn read_json(p: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 /// Bad input: one sentence naming the value, exit status 2, no panic.
