@@ -759,6 +759,7 @@ impl Sim {
     /// arrival, in this order (their sequence numbers break ties). The
     /// first thing a run does rather than part of building the machine, as
     /// SimSo's `run_model()` activates its tasks' processes.
+    #[inline(never)]
     pub(crate) fn initial_events(&mut self) {
         let ncpu = self.cpus.len() as u32;
         let end = self.end;

@@ -848,6 +848,11 @@ impl Sim {
         t.cur = t.segs[0];
     }
 
+    /// Out of line, as the other handlers of events a plain task set
+    /// never has (ticks, timer firings, noise, streams): inlined into
+    /// [`Sim::run`] they spread its hot path over more cache lines and
+    /// pages, which a fresh process first reads from memory.
+    #[inline(never)]
     fn on_tick(&mut self, c: usize, k: u64) {
         let ps = self.tick_ps.unwrap_or(1_000_000_000);
         let next_t = Nanos(((k as u128 + 1) * ps / 1000) as u64);
@@ -881,6 +886,7 @@ impl Sim {
         }
     }
 
+    #[inline(never)]
     fn on_timer_due(&mut self, ti: usize) {
         let c = self.timers[ti].cpu;
         self.cpu_sync(c);
@@ -939,6 +945,7 @@ impl Sim {
         }
     }
 
+    #[inline(never)]
     fn on_noise(&mut self, i: usize) {
         let now = self.now;
         if let Some(t) = self.next_noise_time(i, now) {
@@ -975,6 +982,7 @@ impl Sim {
         self.cpu_update(c);
     }
 
+    #[inline(never)]
     fn on_stream(&mut self, i: usize) {
         let now = self.now;
         let s = &mut self.streams[i];
@@ -1071,38 +1079,8 @@ impl Sim {
         // then the loop would only count its one pass.
         if !irq_level {
             guard = 1;
-        } else {
-            loop {
-                if self.runaway(&mut guard, c) {
-                    return;
-                }
-                let cpu = &mut self.cpus[c];
-                if cpu.stall_until > now {
-                    return;
-                }
-                if cpu.tick_pending {
-                    cpu.tick_pending = false;
-                    self.clock_interrupt(c);
-                    continue;
-                }
-                if let Some(head) = cpu.bh.front() {
-                    if head.remaining.is_zero() {
-                        let item = cpu.bh.pop_front().expect("head");
-                        let s = &mut self.sources[item.src];
-                        s.count += 1;
-                        if item.len > s.max {
-                            s.max = item.len;
-                        }
-                        self.emit_slice(c, SliceOwner::Source(item.src), now - item.len, item.len);
-                        if let Action::Release { task, nominal } = item.action {
-                            self.release_inner(task, nominal);
-                        }
-                        continue;
-                    }
-                    return;
-                }
-                break;
-            }
+        } else if self.settle_interrupt_level(c, now, &mut guard) {
+            return;
         }
         // Thread level: the stolen interval (if any) is over.
         if let Some(start) = self.cpus[c].steal_start.take() {
@@ -1139,6 +1117,46 @@ impl Sim {
             if self.runaway(&mut guard, c) {
                 break;
             }
+        }
+    }
+
+    /// The interrupt-level part of [`Sim::cpu_settle`]: a stall, a held-off
+    /// clock tick, finished bottom-half items. True when the CPU stays at
+    /// interrupt level (or ran away) and the thread level waits. Out of
+    /// line: a plain task set never gets here, and inlined it spread the
+    /// update's hot path over more cache lines.
+    #[inline(never)]
+    fn settle_interrupt_level(&mut self, c: usize, now: Nanos, guard: &mut u32) -> bool {
+        loop {
+            if self.runaway(guard, c) {
+                return true;
+            }
+            let cpu = &mut self.cpus[c];
+            if cpu.stall_until > now {
+                return true;
+            }
+            if cpu.tick_pending {
+                cpu.tick_pending = false;
+                self.clock_interrupt(c);
+                continue;
+            }
+            if let Some(head) = cpu.bh.front() {
+                if head.remaining.is_zero() {
+                    let item = cpu.bh.pop_front().expect("head");
+                    let s = &mut self.sources[item.src];
+                    s.count += 1;
+                    if item.len > s.max {
+                        s.max = item.len;
+                    }
+                    self.emit_slice(c, SliceOwner::Source(item.src), now - item.len, item.len);
+                    if let Action::Release { task, nominal } = item.action {
+                        self.release_inner(task, nominal);
+                    }
+                    continue;
+                }
+                return true;
+            }
+            return false;
         }
     }
 
@@ -1573,6 +1591,9 @@ impl Sim {
         }
     }
 
+    /// Out of line: once per run, and inlined it sat among the event
+    /// loop's code.
+    #[inline(never)]
     fn finish(mut self, interrupted: bool) -> Outcome {
         let end = if interrupted { self.now } else { self.end };
         self.now = end;
