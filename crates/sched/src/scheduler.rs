@@ -1183,37 +1183,8 @@ impl Scheduler {
         // Levels are kept while priorities are shared, and without locks
         // they rank exactly as the scan (base priority, then ready order).
         let by_level = !self.distinct_priorities && self.locks.is_empty();
-        if let Some(c) = cur {
-            if expired
-                && self.threads[c].runnable
-                && if by_level {
-                    self.level_equal_waiting(c)
-                } else {
-                    self.has_equal_waiting(c)
-                }
-            {
-                let seq = self.next_seq();
-                // A running EDF thread ties with runnable time-sharing
-                // threads at priority 0 when the time-sharing reservation
-                // looks for its thread: its new release order moves it in
-                // the EDF band too.
-                let edf = self.threads[c].band == Band::Edf;
-                let level = !self.distinct_priorities && self.threads[c].band.by_priority();
-                if edf {
-                    self.edf_unlink(c);
-                }
-                if level {
-                    self.level_set(c, false);
-                }
-                self.threads[c].ready_seq = seq;
-                if edf {
-                    self.edf_link(c);
-                }
-                if level {
-                    self.level_set(c, true);
-                }
-                self.slice_start = now;
-            }
+        if let Some(c) = cur.filter(|_| expired) {
+            self.end_slice(now, c, by_level);
         }
         if by_level && !timeshare_only {
             let r = self.best_by_level(cur, expired);
@@ -1226,6 +1197,44 @@ impl Scheduler {
             return r;
         }
         self.best_fixed_scan(cur, expired, timeshare_only)
+    }
+
+    /// The running thread `c`'s slice has expired: if an equal waits, it
+    /// goes behind its equals (a new ready order) and a new slice starts.
+    /// Out of line: with a quantum longer than the gaps between picks it
+    /// seldom runs, and inlined, its upkeep of the bands made every pick
+    /// save and restore the registers it needs.
+    #[inline(never)]
+    fn end_slice(&mut self, now: Nanos, c: ThreadId, by_level: bool) {
+        let equal_waiting = self.threads[c].runnable
+            && if by_level {
+                self.level_equal_waiting(c)
+            } else {
+                self.has_equal_waiting(c)
+            };
+        if !equal_waiting {
+            return;
+        }
+        let seq = self.next_seq();
+        // A running EDF thread ties with runnable time-sharing threads at
+        // priority 0 when the time-sharing reservation looks for its
+        // thread: its new release order moves it in the EDF band too.
+        let edf = self.threads[c].band == Band::Edf;
+        let level = !self.distinct_priorities && self.threads[c].band.by_priority();
+        if edf {
+            self.edf_unlink(c);
+        }
+        if level {
+            self.level_set(c, false);
+        }
+        self.threads[c].ready_seq = seq;
+        if edf {
+            self.edf_link(c);
+        }
+        if level {
+            self.level_set(c, true);
+        }
+        self.slice_start = now;
     }
 
     /// [`Scheduler::best_fixed`]'s choice from the levels: the front of the
@@ -1264,7 +1273,10 @@ impl Scheduler {
 
     /// The candidates' scan of [`Scheduler::best_fixed`], after any slice
     /// rotation: what it answers with locks (inherited and ceiling
-    /// priorities) and for the time-sharing reservation.
+    /// priorities) and for the time-sharing reservation. Out of line, like
+    /// [`Scheduler::end_slice`]: the picks of shared priorities without
+    /// locks read the levels instead.
+    #[inline(never)]
     fn best_fixed_scan(
         &self,
         cur: Option<ThreadId>,
