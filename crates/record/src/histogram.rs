@@ -359,6 +359,12 @@ impl Recorder {
     #[inline(always)]
     pub fn record(&mut self, v: Nanos) {
         let x = v.0;
+        if self.near.is_empty() {
+            // No array yet, so none can take it: one call for all of it,
+            // without the arrays' indices (most samples of a short run).
+            self.record_unarrayed(x);
+            return;
+        }
         // HdrHistogram cannot hold 0 with a lowest bound of 1; a 0 ns value
         // is counted at index 0 here and read as 1 ns (`own_counts`), and
         // exactly in the sparse form. Both arrays are empty while the
@@ -397,20 +403,47 @@ impl Recorder {
     #[cold]
     #[inline(never)]
     fn record_cold(&mut self, x: u64) {
-        if !self.promoted && self.exact.is_empty() {
-            let len = self.few_len;
-            if let Some(k) = self.few_v[..len].iter().position(|&v| v == x) {
-                self.few_n[k] += 1;
-                return;
-            }
-            if len < FEW {
-                self.few_v[len] = x;
-                self.few_n[len] = 1;
-                self.few_len = len + 1;
-                return;
-            }
+        if !self.count_few(x) {
+            self.record_past_few(x);
         }
-        self.record_past_few(x);
+    }
+
+    /// [`Recorder::record`] while the `near` array is empty: the counts
+    /// as [`Recorder::record_cold`] keeps them, and the totals.
+    #[inline(never)]
+    fn record_unarrayed(&mut self, x: u64) {
+        if !self.count_few(x) {
+            self.record_past_few(x);
+        }
+        self.count += 1;
+        self.sum += x as u128;
+        if x < self.min {
+            self.min = x;
+        }
+        if x > self.max {
+            self.max = x;
+        }
+    }
+
+    /// Counts `x` inline if the inline counts take it (they hold it, or
+    /// have room for it and no sample went past them yet).
+    #[inline(always)]
+    fn count_few(&mut self, x: u64) -> bool {
+        if self.promoted || !self.exact.is_empty() {
+            return false;
+        }
+        let len = self.few_len;
+        if let Some(k) = self.few_v[..len].iter().position(|&v| v == x) {
+            self.few_n[k] += 1;
+            return true;
+        }
+        if len < FEW {
+            self.few_v[len] = x;
+            self.few_n[len] = 1;
+            self.few_len = len + 1;
+            return true;
+        }
+        false
     }
 
     /// [`Recorder::record_cold`] past the inline counts: by exact value,
