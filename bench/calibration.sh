@@ -26,7 +26,11 @@
 # events instead of Garwood's (measured, not adopted: docs/forecast.md §3.5);
 # CAL_DISPERSION=1: a second table, the consumer's own underruns in the
 # same seeds' records (their index of dispersion: is the count Poisson?)
-# and the forecasts' spread across records against their intervals' width.
+# and the forecasts' spread across records against their intervals' width;
+# CAL_BOOT_FROM=X (e.g. 1.05ms): the stall model's bootstrap redraws only
+# the wake-ups from X up and holds the rest as recorded (a diagnostic: with X just
+# above a periodic shape's burst length its bursts' own wake-ups are held,
+# docs/forecast.md §3.5).
 # Prints a markdown table: coverage of the nominal 95%
 # interval (with its own Wilson interval, and beside it the coverage the
 # same interval on a count would reach if each record's own count of

@@ -451,6 +451,18 @@ fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
         m = m.with_record_spikes(rec, s);
     }
     m.count_interval = count_interval();
+    // CAL_BOOT_FROM=X: the stall model's bootstrap holds the wake-ups
+    // below X as recorded (a diagnostic: which wake-ups the interval's
+    // width comes from; docs/forecast.md §3.5).
+    m.stall_boot_from = std::env::var("CAL_BOOT_FROM")
+        .ok()
+        .map(|v| match parse_duration(&v) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("CAL_BOOT_FROM must be a duration such as 1.05ms, not {v:?}: {e}");
+                std::process::exit(2)
+            }
+        });
     let b = Buffering::new(
         c.n,
         Nanos::from_us(c.t_us),
