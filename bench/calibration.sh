@@ -7,13 +7,15 @@
 #   SHORT  length of each short record, a check's timer half (default 30s)
 #   LONG   simulated time of the consumer run that gives the truth (default 2h)
 #   SHAPE  only this shape (poisson, periodic, on/off, heavy, mixture, tick, long,
-#          or one of the held-out h-poisson … h-long), or `heldout`: the
+#          periodic-tight, or one of the held-out h-poisson …
+#          h-periodic-tight), or `heldout`: the
 #          held-out set, the same kinds with parameters and consumers of
 #          their own
 #
 # For each interference shape: one long run of the consumer itself
 # (3 × 1 ms buffers, 0.5 ms compute; for `long`, whose stalls outlast the
-# probe's period, 2 × 3 ms and 1 ms; after an underrun it drops the jobs
+# probe's period, 2 × 3 ms and 1 ms; for periodic-tight, the periodic
+# shape with tens of underruns per record, 3 × 1 ms and 0.8 ms; after an underrun it drops the jobs
 # queued behind it and restarts at the next release, as validate's
 # consumer does) gives the true underrun rate; SEEDS short runs of a 1 ms
 # probe that skips the periods a stall swallows (as the live probe does)
