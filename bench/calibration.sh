@@ -7,13 +7,15 @@
 #   SHORT  length of each short record, a check's timer half (default 30s)
 #   LONG   simulated time of the consumer run that gives the truth (default 2h)
 #   SHAPE  only this shape (poisson, periodic, on/off, heavy, mixture, tick, long,
-#          or one of the held-out h-poisson … h-long), or `heldout`: the
+#          periodic-tight, or one of the held-out h-poisson …
+#          h-periodic-tight), or `heldout`: the
 #          held-out set, the same kinds with parameters and consumers of
 #          their own
 #
 # For each interference shape: one long run of the consumer itself
 # (3 × 1 ms buffers, 0.5 ms compute; for `long`, whose stalls outlast the
-# probe's period, 2 × 3 ms and 1 ms; after an underrun it drops the jobs
+# probe's period, 2 × 3 ms and 1 ms; for periodic-tight, the periodic
+# shape with tens of underruns per record, 3 × 1 ms and 0.8 ms; after an underrun it drops the jobs
 # queued behind it and restarts at the next release, as validate's
 # consumer does) gives the true underrun rate; SEEDS short runs of a 1 ms
 # probe that skips the periods a stall swallows (as the live probe does)
@@ -26,7 +28,11 @@
 # events instead of Garwood's (measured, not adopted: docs/forecast.md §3.5);
 # CAL_DISPERSION=1: a second table, the consumer's own underruns in the
 # same seeds' records (their index of dispersion: is the count Poisson?)
-# and the forecasts' spread across records against their intervals' width.
+# and the forecasts' spread across records against their intervals' width;
+# CAL_BOOT_FROM=X (e.g. 1.05ms): the stall model's bootstrap redraws only
+# the wake-ups from X up and holds the rest as recorded (a diagnostic: with X just
+# above a periodic shape's burst length its bursts' own wake-ups are held,
+# docs/forecast.md §3.5).
 # Prints a markdown table: coverage of the nominal 95%
 # interval (with its own Wilson interval, and beside it the coverage the
 # same interval on a count would reach if each record's own count of

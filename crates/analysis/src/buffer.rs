@@ -85,7 +85,8 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
                 // the periods each long one swallowed again, so one stall
                 // stays one event however many periods it covered.
                 let p = m.sample_period_ns.0;
-                stall_var = stall_model_variance(&m.tail, &q, |t| {
+                let from = m.stall_boot_from.unwrap_or(Nanos::ZERO);
+                stall_var = stall_model_variance(&m.tail, &q, from, |t| {
                     sleeping(&t.with_extra(&swallowed_in(t, p))).rate_per_s
                 });
                 q
@@ -291,17 +292,20 @@ const STALL_BOOT_SEED: u64 = 0x57A1_1B00_75EE_D5ED;
 /// each were a stall of its own, made 20 stalls of 4.5 ms look like 60
 /// independent events. This counts the error in the stall lengths as
 /// well as in their rate, and in the events of the size that underruns
-/// among them. None when the point forecast has no underrun.
+/// among them. None when the point forecast has no underrun. Wake-ups
+/// below `from` (when above the threshold) are held as recorded: a
+/// calibration's diagnostic (`TailModel::stall_boot_from`).
 fn stall_model_variance(
     record: &crate::tail::Tail,
     q: &QueueForecast,
+    from: Nanos,
     rate: impl Fn(&crate::tail::Tail) -> f64,
 ) -> Option<f64> {
     if q.rate_per_s <= 0.0 || q.stalls.rate_per_s <= 0.0 {
         return None;
     }
     let mut rng = crate::rng::SplitMix64::new(STALL_BOOT_SEED);
-    let level = q.stalls.threshold_ns.0;
+    let level = q.stalls.threshold_ns.0.max(from.0);
     let rel: Vec<f64> = (0..STALL_BOOT)
         .map(|_| rate(&record.resampled_above(level, &mut rng)) / q.rate_per_s)
         .collect();
@@ -1054,6 +1058,45 @@ mod tests {
         assert!(y.queue.stalls.rate_per_s < x.queue.stalls.rate_per_s);
     }
 
+    /// `stall_boot_from` holds the wake-ups below it out of the stall
+    /// model's bootstrap: a level under every stall leaves the interval
+    /// byte for byte, one above every stall leaves nothing to redraw, and
+    /// the interval falls back to the two counts (wider here: twenty
+    /// stalls and about twenty events of underrun size, ten together).
+    #[test]
+    fn the_stall_bootstrap_redraws_from_the_level_it_is_given() {
+        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
+        for i in 0..100_000u64 {
+            if i % 5000 == 2500 {
+                r.record(Nanos::from_us(4520));
+                r.add_missed(4);
+            } else if i % 5000 > 2500 && i % 5000 <= 2504 {
+            } else {
+                r.record(Nanos::from_us(20 + i % 7));
+            }
+        }
+        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
+        let mut m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
+        let whole = mttf(&m, &b).unwrap();
+        m.stall_boot_from = Some(Nanos::from_ms(4));
+        let held_below = mttf(&m, &b).unwrap();
+        assert_eq!(
+            (held_below.rate_ci_low_per_s, held_below.rate_ci_high_per_s),
+            (whole.rate_ci_low_per_s, whole.rate_ci_high_per_s)
+        );
+        m.stall_boot_from = Some(Nanos::from_ms(5));
+        let held_all = mttf(&m, &b).unwrap();
+        assert_eq!(held_all.underrun_rate_per_s, whole.underrun_rate_per_s);
+        let width = |x: &Mttf| x.rate_ci_high_per_s / x.rate_ci_low_per_s;
+        assert!(
+            width(&held_all) > 1.2 * width(&whole),
+            "{} vs {}",
+            width(&held_all),
+            width(&whole)
+        );
+    }
+
     /// Stalls of 1.9–2.1 ms, 20 a second, under a 1 ms probe, for 2 × 3 ms
     /// buffers with c = 1 ms: a stall during the compute underruns when
     /// it is longer than the 2 ms left, so whether a stall underruns is
@@ -1081,7 +1124,7 @@ mod tests {
         let m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
         let b = Buffering::new(2, Nanos::from_ms(3), Compute::Time(Nanos::from_ms(1)));
         let x = mttf(&m, &b).unwrap();
-        let var = stall_model_variance(&m.tail, &x.queue, |t| {
+        let var = stall_model_variance(&m.tail, &x.queue, Nanos::ZERO, |t| {
             let st = queue::StallModel::from_tail(&t.with_extra(&swallowed_in(t, 1_000_000)));
             queue::forecast_sleeping(&m.tail, &st, None, &b, true).rate_per_s
         })

@@ -103,6 +103,14 @@ pub struct TailModel {
     /// for mid-P, which was measured and not adopted (docs/forecast.md
     /// §3.5, "Mid-P, measured").
     pub count_interval: crate::tail::CountInterval,
+    /// The stall model's bootstrap (`buffer::stall_model_variance`)
+    /// redraws the wake-ups from the stall threshold up; from here up
+    /// instead when set, the ones below held as recorded. None, as
+    /// `forecast` runs it. A calibration's diagnostic: it tells which of a
+    /// record's wake-ups the interval's width comes from (a periodic
+    /// source's, docs/forecast.md §3.5, "Where the periodic shapes'
+    /// width comes from").
+    pub stall_boot_from: Option<Nanos>,
     boot: Vec<GpdFit>,
 }
 
@@ -248,6 +256,7 @@ impl TailModel {
             spike_sources: Vec::new(),
             missed: s.missed,
             count_interval: crate::tail::CountInterval::Garwood,
+            stall_boot_from: None,
             boot: Vec::new(),
         };
         m.fit_tail();
