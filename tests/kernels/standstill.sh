@@ -14,7 +14,8 @@
 # buffer) and ftrace_dump_on_oops, with the scheduler, softirq and timer
 # events traced at the top level, so its panic writes on the console which
 # task each CPU ran, every timer still queued and the last events before
-# it. Evidence lands in target/standstill/runN/console.log. Nothing runs
+# it. Evidence lands in target/standstill/runN/console.log (vng's
+# --verbose sends the guest's kernel console there). Nothing runs
 # in the guest at a real-time priority to watch: a FIFO 99 watcher's own
 # hard timers could wake what a stand-still leaves asleep.
 set -uo pipefail
@@ -31,7 +32,7 @@ for n in $(seq 1 "$runs"); do
   mkdir -p "$out"
   sock=$base/monitor$n.sock
   t0=$SECONDS
-  vng --run "$k" --disable-kvm --force-9p --cpus 2 --memory 2G --rwdir "$out" \
+  vng --run "$k" --verbose --disable-kvm --force-9p --cpus 2 --memory 2G --rwdir "$out" \
     --append "unknown_nmi_panic panic_print=0x15 ftrace_dump_on_oops trace_event=$events trace_buf_size=64K" \
     --qemu-opts="-monitor unix:$sock,server,nowait" \
     --exec "(while :; do date +%T >$out/heartbeat; sleep 5; done) & tests/kernels/suite.sh rt $out; echo \"suite-exit \$?\" >$out/done" \
