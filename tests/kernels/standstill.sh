@@ -10,11 +10,16 @@
 # every 5 s (a sleep of an ordinary task is a soft timer on PREEMPT_RT,
 # run by the ktimers thread). When the heartbeat is 90 s old the host sends
 # an NMI through QEMU's monitor; the guest was booted with
-# unknown_nmi_panic, panic_print=0x15 (every task, the timers, the trace
-# buffer) and ftrace_dump_on_oops, with the scheduler, softirq and timer
+# unknown_nmi_panic, panic_print=0x55 (every task, the timers, the trace
+# buffer, every CPU's backtrace) and ftrace_dump_on_oops, with the scheduler, softirq and timer
 # events traced at the top level, so its panic writes on the console which
 # task each CPU ran, every timer still queued and the last events before
-# it. Evidence lands in target/standstill/runN/console.log. Nothing runs
+# it. PUNCTUAL_STANDSTILL_EVENTS= (empty) boots without those events: with
+# them on from boot, a run's own enabling and disabling of the same events
+# no longer switches their tracepoints on and off, so the guest is not the
+# one the matrix boots.
+# Evidence lands in target/standstill/runN/console.log (vng's
+# --verbose sends the guest's kernel console there). Nothing runs
 # in the guest at a real-time priority to watch: a FIFO 99 watcher's own
 # hard timers could wake what a stand-still leaves asleep.
 set -uo pipefail
@@ -25,14 +30,16 @@ k=$(ls /boot/vmlinuz-*-rt-amd64 | sort -V | tail -1)
 base=$root/target/standstill
 rm -rf "$base"
 mkdir -p "$base"
-events=sched:sched_switch,sched:sched_wakeup,sched:sched_waking,irq:softirq_raise,irq:softirq_entry,irq:softirq_exit,timer:hrtimer_start,timer:hrtimer_expire_entry,timer:hrtimer_cancel,irq:irq_handler_entry
+events=${PUNCTUAL_STANDSTILL_EVENTS-sched:sched_switch,sched:sched_wakeup,sched:sched_waking,irq:softirq_raise,irq:softirq_entry,irq:softirq_exit,timer:hrtimer_start,timer:hrtimer_expire_entry,timer:hrtimer_cancel,irq:irq_handler_entry}
+trace_args=
+[ -z "$events" ] || trace_args="ftrace_dump_on_oops trace_event=$events trace_buf_size=64K"
 for n in $(seq 1 "$runs"); do
   out=$base/run$n
   mkdir -p "$out"
   sock=$base/monitor$n.sock
   t0=$SECONDS
-  vng --run "$k" --disable-kvm --force-9p --cpus 2 --memory 2G --rwdir "$out" \
-    --append "unknown_nmi_panic panic_print=0x15 ftrace_dump_on_oops trace_event=$events trace_buf_size=64K" \
+  vng --run "$k" --verbose --disable-kvm --force-9p --cpus 2 --memory 2G --rwdir "$out" \
+    --append "unknown_nmi_panic panic_print=0x55 $trace_args" \
     --qemu-opts="-monitor unix:$sock,server,nowait" \
     --exec "(while :; do date +%T >$out/heartbeat; sleep 5; done) & tests/kernels/suite.sh rt $out; echo \"suite-exit \$?\" >$out/done" \
     >"$out/console.log" 2>&1 &
