@@ -2,7 +2,7 @@
 # A guest that stands still on purpose, to try tests/kernels/run's own
 # handling of one (docs/kernels.md, "Known problems"):
 #
-#   PUNCTUAL_KERNELS_SUITE=tests/kernels/stand-still.sh PUNCTUAL_KERNELS_BOOTS=2 \
+#   PUNCTUAL_KERNELS_SUITE=tests/kernels/freeze-suite.sh PUNCTUAL_KERNELS_BOOTS=2 \
 #     tests/kernels/run stock
 #
 # must stop each boot about PUNCTUAL_KERNELS_STALL seconds after this
