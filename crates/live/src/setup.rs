@@ -14,6 +14,14 @@ use crate::rt::{self, Policy, PolicyGuard};
 /// The privileged operations a probe thread asks for.
 pub trait ThreadSetup: Send + Sync {
     fn pin(&self, cpu: u32) -> io::Result<()>;
+    /// Moves the calling thread onto `cpu` and gives it back the CPUs it
+    /// could run on before: a SCHED_DEADLINE thread may not be pinned,
+    /// but one that becomes a deadline thread while running on `cpu`
+    /// stays there until another deadline thread it cannot preempt
+    /// takes that CPU. The default moves nothing.
+    fn start_on(&self, _cpu: u32) -> io::Result<()> {
+        Ok(())
+    }
     /// Sets the calling thread's policy; the guard (if any) restores the old
     /// one when dropped on the same thread.
     fn set_policy(&self, p: Policy) -> io::Result<Option<PolicyGuard>>;
@@ -34,6 +42,13 @@ pub struct RealSetup;
 impl ThreadSetup for RealSetup {
     fn pin(&self, cpu: u32) -> io::Result<()> {
         rt::pin_to_cpu(cpu)
+    }
+    fn start_on(&self, cpu: u32) -> io::Result<()> {
+        let before = rt::thread_affinity(0)?;
+        // sched_setaffinity on the calling thread returns once it runs
+        // on an allowed CPU, so widening the mask again leaves it there.
+        rt::pin_to_cpu(cpu)?;
+        rt::set_thread_affinity(0, &before)
     }
     fn set_policy(&self, p: Policy) -> io::Result<Option<PolicyGuard>> {
         rt::set_policy(p).map(Some)
@@ -138,9 +153,19 @@ pub fn prepare_thread(
     };
     // SCHED_DEADLINE is refused for a thread already pinned to a subset of
     // its root domain, so it is set first and pinning is attempted after.
+    // The thread is first moved onto its CPU, so that the deadline thread
+    // starts there: left where it was created, a deadline probe asked for
+    // CPU 1 measured CPU 0 (its busy loop saw a fortieth of the disk
+    // interrupts that CPU 1 takes), and a reservation verified so was not
+    // the CPU its prediction was made for.
     let deadline = matches!(policy, Policy::Deadline { .. });
     if !deadline {
         pin(warnings);
+    } else if let Err(e) = setup.start_on(cpu) {
+        warnings.push(Warning::NoAffinity {
+            cpu,
+            reason: format!("{e}; the deadline thread could not be started on its CPU"),
+        });
     }
     let out = match setup.set_policy(policy) {
         Ok(g) => (g, true),
@@ -227,5 +252,50 @@ mod tests {
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(matches!(w[0], Warning::NoRealtimePolicy { .. }));
         assert!(matches!(w[1], Warning::NoMemlock { .. }));
+    }
+
+    /// What a setup was asked, in order.
+    #[derive(Default)]
+    struct Calls(Mutex<Vec<String>>);
+
+    impl ThreadSetup for Calls {
+        fn pin(&self, cpu: u32) -> io::Result<()> {
+            self.0.lock().unwrap().push(format!("pin {cpu}"));
+            Err(io::Error::from_raw_os_error(libc::EPERM))
+        }
+        fn start_on(&self, cpu: u32) -> io::Result<()> {
+            self.0.lock().unwrap().push(format!("start on {cpu}"));
+            Ok(())
+        }
+        fn set_policy(&self, p: Policy) -> io::Result<Option<PolicyGuard>> {
+            self.0.lock().unwrap().push(policy_label(p));
+            Ok(None)
+        }
+        fn lock_memory(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn unlock_memory(&self) {}
+    }
+
+    /// A deadline thread cannot be pinned, so it is moved onto its CPU
+    /// before it becomes one (and the pin is still tried after, for a
+    /// kernel that allows it); any other policy is pinned first.
+    #[test]
+    fn a_deadline_thread_starts_on_its_cpu() {
+        let sink = WarningSink::default();
+        let calls = Calls::default();
+        let dl = Policy::Deadline {
+            runtime: punctual_units::Nanos::from_us(100),
+            deadline: punctual_units::Nanos::from_ms(1),
+            period: punctual_units::Nanos::from_ms(1),
+        };
+        prepare_thread(&calls, 1, dl, &sink);
+        assert_eq!(
+            *calls.0.lock().unwrap(),
+            ["start on 1", "deadline:100us/1ms", "pin 1"]
+        );
+        let calls = Calls::default();
+        prepare_thread(&calls, 1, Policy::Fifo { priority: 95 }, &sink);
+        assert_eq!(*calls.0.lock().unwrap(), ["pin 1", "fifo:95"]);
     }
 }
