@@ -727,7 +727,7 @@ pub fn packet_sizing(
 mod tests {
     use super::*;
     use crate::tail::poisson_ci95;
-    use punctual_record::{Metric, Recorder};
+    use punctual_record::{Metric, Recorder, Series};
 
     /// A 1 ms timer where one wake-up in ten is late by 0.8 ms and the
     /// rest by 0.45 ms (no latency reaches twice the median, so the record
@@ -982,16 +982,10 @@ mod tests {
         assert!(twice > 1.35 * 0.2, "{twice}/s");
     }
 
-    /// The record of the test above without its spike log: where the
-    /// probe counted the four periods each stall swallowed as missed (as
-    /// the live timer does, ⌊4.52 ms / 1 ms⌋ per stall), the histogram
-    /// places them and the forecast is the same 0.2/s, one underrun per
-    /// stall, and says where it placed them from; where the record's
-    /// missed count is not what its wake-ups imply (here none counted),
-    /// they cannot be placed, the stall lengths are read short, and the
-    /// forecast says so.
-    #[test]
-    fn missed_periods_place_a_long_stall_without_a_spike_log() {
+    /// 100 s of a 1 ms timer: a 4.52 ms stall every 5 s, counted as one
+    /// late wake-up and the four periods it swallowed (as the live timer
+    /// counts them), and 20–26 µs wake-ups otherwise.
+    fn stalls_with_missed_periods() -> Series {
         let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
         for i in 0..100_000u64 {
             if i % 5000 == 2500 {
@@ -1002,7 +996,20 @@ mod tests {
                 r.record(Nanos::from_us(20 + i % 7));
             }
         }
-        let s = r.to_series("cpu0.latency", Metric::Latency);
+        r.to_series("cpu0.latency", Metric::Latency)
+    }
+
+    /// The record of the test above without its spike log: where the
+    /// probe counted the four periods each stall swallowed as missed (as
+    /// the live timer does, ⌊4.52 ms / 1 ms⌋ per stall), the histogram
+    /// places them and the forecast is the same 0.2/s, one underrun per
+    /// stall, and says where it placed them from; where the record's
+    /// missed count is not what its wake-ups imply (here none counted),
+    /// they cannot be placed, the stall lengths are read short, and the
+    /// forecast says so.
+    #[test]
+    fn missed_periods_place_a_long_stall_without_a_spike_log() {
+        let s = stalls_with_missed_periods();
         let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
         let m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
         assert!(m.spike_log.is_empty());
@@ -1065,17 +1072,7 @@ mod tests {
     /// stalls and about twenty events of underrun size, ten together).
     #[test]
     fn the_stall_bootstrap_redraws_from_the_level_it_is_given() {
-        let mut r = Recorder::new(Nanos(1000)).with_sample_period(Nanos::from_ms(1));
-        for i in 0..100_000u64 {
-            if i % 5000 == 2500 {
-                r.record(Nanos::from_us(4520));
-                r.add_missed(4);
-            } else if i % 5000 > 2500 && i % 5000 <= 2504 {
-            } else {
-                r.record(Nanos::from_us(20 + i % 7));
-            }
-        }
-        let s = r.to_series("cpu0.latency", Metric::Latency);
+        let s = stalls_with_missed_periods();
         let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(500)));
         let mut m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
         let whole = mttf(&m, &b).unwrap();
