@@ -153,6 +153,7 @@ impl Sim {
         sim.build_noise(&cx)?;
         sim.build_streams(&cx, &task_names)?;
         sim.clock_src = sim.add_source(0, "irq", "clock");
+        sim.plain = sim.is_plain();
         Ok(sim)
     }
 
@@ -238,6 +239,7 @@ impl Sim {
             clock_desc: String::new(),
             abort_on_miss: false,
             deadline_now: false,
+            plain: false,
         })
     }
 

@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use punctual_sched::{LockId, PeriodStat, Scheduler, StolenInterval};
 use punctual_units::Nanos;
@@ -26,7 +27,7 @@ use crate::rng::Rng;
 use crate::scenario::Dist;
 
 /// Releases queued behind a running job before further ones count as lost.
-const MAX_BACKLOG: usize = 10_000;
+pub(crate) const MAX_BACKLOG: usize = 10_000;
 
 /// Pieces of interrupt and DPC work queued on one CPU before further ones
 /// are dropped (and counted in their source's `dropped`): an interrupt rate
@@ -150,7 +151,7 @@ impl Task {
     /// Where its current segment would end if it ran from `now` on, as
     /// [`Cpu::seg_end`] keeps it.
     #[inline(always)]
-    fn seg_end_from(&self, now: Nanos) -> Nanos {
+    pub(crate) fn seg_end_from(&self, now: Nanos) -> Nanos {
         match self.cur {
             _ if !self.active => Nanos::MAX,
             Seg::Compute(r) if r.0 == u64::MAX => Nanos::MAX,
@@ -159,9 +160,49 @@ impl Task {
         }
     }
 
+    /// A job released at `nominal` starts: its segments and execution
+    /// time drawn. Always inlined: once per job, and as a call its prologue and
+    /// epilogue were a fifth of it.
+    #[inline(always)]
+    pub(crate) fn start_job(&mut self, nominal: Nanos) {
+        let t = self;
+        t.active = true;
+        t.started = false;
+        t.job_release = nominal;
+        t.job_deadline = t.deadline.map(|d| nominal + d);
+        t.seg = 0;
+        if t.kind == TaskKind::Background {
+            t.segs[0] = Seg::Compute(Nanos::MAX);
+            t.nseg = 1;
+            t.cur = t.segs[0];
+            return;
+        }
+        let total = sample(&t.exec, &mut t.rng);
+        match &t.critical {
+            None => {
+                t.segs[0] = Seg::Compute(total);
+                t.nseg = 1;
+            }
+            Some((l, at, hold)) => {
+                let (l, at) = (*l, *at);
+                let h = sample(hold, &mut t.rng);
+                let post = total.saturating_sub(at + h);
+                t.segs = [
+                    Seg::Compute(at),
+                    Seg::Lock(l),
+                    Seg::Compute(h),
+                    Seg::Unlock(l),
+                    Seg::Compute(post),
+                ];
+                t.nseg = 5;
+            }
+        }
+        t.cur = t.segs[0];
+    }
+
     /// Moves to the next segment.
     #[inline]
-    fn next_seg(&mut self) {
+    pub(crate) fn next_seg(&mut self) {
         self.seg += 1;
         self.cur = self.segs[self.seg.min(4)];
     }
@@ -360,6 +401,45 @@ enum SliceOwner {
     Task(usize),
 }
 
+/// The two consumers of slices of CPU time, the record's bounded timeline
+/// and the `--trace` log, borrowed apart from the rest of the machine so
+/// that the plain task set's loop (`plain.rs`) logs through the same code.
+pub(crate) struct SliceLogs<'a> {
+    pub(crate) timeline: &'a mut TimelineLog,
+    pub(crate) trace: &'a mut Option<Vec<TraceSlice>>,
+    pub(crate) trace_cap: usize,
+    pub(crate) trace_dropped: &'a mut u64,
+}
+
+impl SliceLogs<'_> {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn push(
+        self,
+        c: usize,
+        label: &Arc<str>,
+        kind: &'static str,
+        name: &Arc<str>,
+        track: u32,
+        start: Nanos,
+        len: Nanos,
+    ) {
+        self.timeline.push(c, label, kind, name, start, len);
+        if let Some(tr) = self.trace {
+            if tr.len() < self.trace_cap {
+                tr.push(TraceSlice {
+                    cpu: c as u32,
+                    track,
+                    name: name.to_string(),
+                    start,
+                    dur: len,
+                });
+            } else {
+                *self.trace_dropped += 1;
+            }
+        }
+    }
+}
+
 pub struct Sim {
     pub(crate) now: Nanos,
     pub(crate) seq: u64,
@@ -416,6 +496,9 @@ pub struct Sim {
     /// A kept deadline event (see [`Task::fused`]) is due at this instant,
     /// right after the release being handled.
     pub(crate) deadline_now: bool,
+    /// The machine is a plain task set ([`Sim::is_plain`], decided when it
+    /// is built): [`Sim::run`] steps it job to job in `plain.rs`.
+    pub(crate) plain: bool,
 }
 
 /// Inlined: every job draws its execution time here, and the call and the
@@ -528,6 +611,9 @@ impl Sim {
 
     /// Runs to the end (or until `stop` is set) and returns the results.
     pub fn run(mut self, stop: Option<&AtomicBool>) -> Outcome {
+        if self.plain {
+            return self.run_plain(stop);
+        }
         self.initial_events();
         let mut interrupted = false;
         loop {
@@ -813,39 +899,7 @@ impl Sim {
     /// epilogue were a fifth of it.
     #[inline(always)]
     fn start_job(&mut self, i: usize, nominal: Nanos) {
-        let t = &mut self.tasks[i];
-        t.active = true;
-        t.started = false;
-        t.job_release = nominal;
-        t.job_deadline = t.deadline.map(|d| nominal + d);
-        t.seg = 0;
-        if t.kind == TaskKind::Background {
-            t.segs[0] = Seg::Compute(Nanos::MAX);
-            t.nseg = 1;
-            t.cur = t.segs[0];
-            return;
-        }
-        let total = sample(&t.exec, &mut t.rng);
-        match &t.critical {
-            None => {
-                t.segs[0] = Seg::Compute(total);
-                t.nseg = 1;
-            }
-            Some((l, at, hold)) => {
-                let (l, at) = (*l, *at);
-                let h = sample(hold, &mut t.rng);
-                let post = total.saturating_sub(at + h);
-                t.segs = [
-                    Seg::Compute(at),
-                    Seg::Lock(l),
-                    Seg::Compute(h),
-                    Seg::Unlock(l),
-                    Seg::Compute(post),
-                ];
-                t.nseg = 5;
-            }
-        }
-        t.cur = t.segs[0];
+        self.tasks[i].start_job(nominal);
     }
 
     /// Out of line, as the other handlers of events a plain task set
@@ -1489,20 +1543,13 @@ impl Sim {
                 (n, n, "run", ti as u32 + 1)
             }
         };
-        self.timeline.push(c, label, kind, name, start, len);
-        if let Some(tr) = &mut self.trace {
-            if tr.len() < self.trace_cap {
-                tr.push(TraceSlice {
-                    cpu: c as u32,
-                    track,
-                    name: name.to_string(),
-                    start,
-                    dur: len,
-                });
-            } else {
-                self.trace_dropped += 1;
-            }
-        }
+        let logs = SliceLogs {
+            timeline: &mut self.timeline,
+            trace: &mut self.trace,
+            trace_cap: self.trace_cap,
+            trace_dropped: &mut self.trace_dropped,
+        };
+        logs.push(c, label, kind, name, track, start, len);
     }
 
     fn note_period(&mut self, c: usize, p: PeriodStat) {
@@ -1594,7 +1641,7 @@ impl Sim {
     /// Out of line: once per run, and inlined it sat among the event
     /// loop's code.
     #[inline(never)]
-    fn finish(mut self, interrupted: bool) -> Outcome {
+    pub(crate) fn finish(mut self, interrupted: bool) -> Outcome {
         let end = if interrupted { self.now } else { self.end };
         self.now = end;
         for c in 0..self.cpus.len() {

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod multi;
 pub mod outcome;
 pub mod output;
+mod plain;
 pub mod planmode;
 mod queue;
 /// The simulator's random numbers, from the house's one generator module.
