@@ -298,6 +298,14 @@ pub struct Scheduler {
     /// simulator's time on 50 rate-monotonic tasks). Empty and unused
     /// while `distinct_priorities` holds.
     levels: Vec<VecDeque<(u64, ThreadId)>>,
+    /// Bit `p` is set once two fixed-priority or time-sharing threads
+    /// have base priority `p`: only those priorities keep a level. A
+    /// priority of one thread is, like every priority while they are
+    /// distinct, its bit in `runnable_prio` and its `prio_owner`: a level
+    /// of one thread answers as the owner would, and keeping it in a deque
+    /// was most of a pick's cost on a rate-monotonic set with one pair of
+    /// equal periods.
+    shared_levels: [u64; 4],
 }
 
 impl Scheduler {
@@ -323,6 +331,7 @@ impl Scheduler {
             runnable_prio: [0; 4],
             prio_owner: Vec::new(),
             levels: Vec::new(),
+            shared_levels: [0; 4],
         };
         if let Some((amount, period)) = s.cfg.timeshare_reservation {
             let f = amount.0 as f64 / period.0.max(1) as f64;
@@ -409,6 +418,7 @@ impl Scheduler {
             Class::Reserved(_) => (Band::Reserved, 0),
         };
         let was_distinct = self.distinct_priorities;
+        let mut newly_shared = false;
         if band.by_priority()
             && self
                 .threads
@@ -416,23 +426,28 @@ impl Scheduler {
                 .any(|t| t.band.by_priority() && t.base == base)
         {
             self.distinct_priorities = false;
+            let p = base as usize;
+            newly_shared = !self.is_shared_level(p);
+            self.shared_levels[p >> 6] |= 1u64 << (p & 63);
         }
         if band.by_priority() {
             let p = base as usize;
             if self.prio_owner.len() <= p {
                 self.prio_owner.resize(p + 1, usize::MAX);
             }
-            if self.distinct_priorities {
+            if self.prio_owner[p] == usize::MAX {
                 self.prio_owner[p] = id;
             }
         }
         if was_distinct && !self.distinct_priorities {
             self.build_levels();
+        } else if newly_shared {
+            self.share_level(base as usize);
         }
         if self.levels.len() < self.prio_owner.len() && !self.distinct_priorities {
             self.levels.resize(self.prio_owner.len(), VecDeque::new());
         }
-        if band.by_priority() && !self.distinct_priorities {
+        if band.by_priority() && !self.distinct_priorities && self.is_shared_level(base as usize) {
             self.reserve_level(base as usize);
         }
         self.threads.push(Thread {
@@ -620,6 +635,16 @@ impl Scheduler {
     /// the one that ran, at the front.
     fn level_set(&mut self, t: ThreadId, runnable: bool) {
         let (p, seq) = (self.threads[t].base as usize, self.threads[t].ready_seq);
+        let bit = 1u64 << (p & 63);
+        if !self.is_shared_level(p) {
+            // A priority of one thread: its bit alone.
+            if runnable {
+                self.runnable_prio[p >> 6] |= bit;
+            } else {
+                self.runnable_prio[p >> 6] &= !bit;
+            }
+            return;
+        }
         let q = &mut self.levels[p];
         if runnable {
             // Nearly always the latest ready order, at the back: a push,
@@ -641,11 +666,41 @@ impl Scheduler {
         } else {
             debug_assert!(false, "thread {t} is runnable but not in its level");
         }
-        let bit = 1u64 << (p & 63);
         if q.is_empty() {
             self.runnable_prio[p >> 6] &= !bit;
         } else {
             self.runnable_prio[p >> 6] |= bit;
+        }
+    }
+
+    /// Whether base priority `p` is shared ([`Scheduler::shared_levels`]).
+    #[inline(always)]
+    fn is_shared_level(&self, p: usize) -> bool {
+        self.shared_levels[(p >> 6) & 3] >> (p & 63) & 1 == 1
+    }
+
+    /// Runnable threads of level `p` (at most one unless it is shared).
+    #[inline(always)]
+    fn level_len(&self, p: usize) -> usize {
+        if self.is_shared_level(p) {
+            self.levels[p].len()
+        } else {
+            (self.runnable_prio[(p >> 6) & 3] >> (p & 63) & 1) as usize
+        }
+    }
+
+    /// Base priority `p` has just become shared while the levels are kept:
+    /// its one earlier thread, if runnable, goes into its new level.
+    #[cold]
+    fn share_level(&mut self, p: usize) {
+        if self.levels.len() <= p {
+            self.levels.resize(p + 1, VecDeque::new());
+        }
+        self.reserve_level(p);
+        let owner = self.prio_owner[p];
+        if self.levels[p].is_empty() && self.threads[owner].runnable {
+            let seq = self.threads[owner].ready_seq;
+            self.levels[p].push_back((seq, owner));
         }
     }
 
@@ -665,8 +720,9 @@ impl Scheduler {
         self.levels = vec![VecDeque::new(); self.prio_owner.len()];
         self.runnable_prio = [0; 4];
         for i in 0..self.threads.len() {
-            if self.threads[i].band.by_priority() {
-                self.reserve_level(self.threads[i].base as usize);
+            let p = self.threads[i].base as usize;
+            if self.threads[i].band.by_priority() && self.is_shared_level(p) {
+                self.reserve_level(p);
             }
         }
         let mut ready: Vec<(u64, ThreadId)> = (0..self.threads.len())
@@ -1246,6 +1302,10 @@ impl Scheduler {
             let m = self.runnable_prio[w];
             if m != 0 {
                 let p = w * 64 + 63 - m.leading_zeros() as usize;
+                if !self.is_shared_level(p) {
+                    // Its one thread, whether it ran or not.
+                    return (Some(self.prio_owner[p]), false);
+                }
                 let q = &self.levels[p];
                 let keep = cur.filter(|&c| {
                     let th = &self.threads[c];
@@ -1263,11 +1323,11 @@ impl Scheduler {
     #[inline]
     fn level_equal_waiting(&self, t: ThreadId) -> bool {
         let th = &self.threads[t];
-        let q = &self.levels[th.base as usize];
+        let n = self.level_len(th.base as usize);
         if th.band.by_priority() && th.runnable {
-            q.len() > 1
+            n > 1
         } else {
-            !q.is_empty()
+            n > 0
         }
     }
 
@@ -1689,6 +1749,7 @@ mod tests {
             let d = s.pick(now);
             rotations += (s.seq != before) as u32;
             for (p, q) in s.levels.iter().enumerate() {
+                let shared = s.is_shared_level(p);
                 let mut want: Vec<(u64, ThreadId)> = (0..s.thread_count())
                     .filter(|&i| {
                         let th = &s.threads[i];
@@ -1697,9 +1758,14 @@ mod tests {
                     .map(|i| (s.threads[i].ready_seq, i))
                     .collect();
                 want.sort_unstable();
-                assert_eq!(q.iter().copied().collect::<Vec<_>>(), want, "step {step}");
                 let bit = s.runnable_prio[p >> 6] >> (p & 63) & 1;
-                assert_eq!(bit == 1, !q.is_empty(), "bitmap, step {step}");
+                assert_eq!(bit == 1, !want.is_empty(), "bitmap, step {step}");
+                if shared {
+                    assert_eq!(q.iter().copied().collect::<Vec<_>>(), want, "step {step}");
+                } else {
+                    // A priority of one thread keeps no level.
+                    assert!(q.is_empty() && want.len() <= 1, "step {step}");
+                }
             }
             if let Some(t) = d.thread {
                 assert!(s.threads[t].runnable, "step {step}");
