@@ -29,6 +29,13 @@
 # x2 (0.5 <= predicted/observed <= 2) and how many predicted MTTFs lie
 # inside the verified interval.
 #
+# AA=1 adds, after the verified run and with nothing changed, a third
+# run measured as the record was (`check` again, then `advise` on it for
+# the first advised profile): its figures over the record's own `now`
+# (A/A stolen, p99, MTTF) are what "within x2" gives when the prediction
+# is exact and only the machine moves between two runs. Its totals are
+# printed apart; it judges nothing.
+#
 # Why the MTTF gets its interval beside the ratio: the MTTF of a 2 ms
 # buffer rests on the few events of underrun size the verified run saw,
 # so its 95 % interval spans one to two orders of magnitude at 20 s and
@@ -143,7 +150,11 @@ for s in $SETUPS; do
     env | grep ^ADVISE_ > "$R.env"
     echo "$id" > "$R.expected"
     [ -n "$id" ] || exit 0
-    "$PUNCTUAL" advise "$R.json" --top 1 --apply "$id" --verify --json "$R.verify.json" >"$R.verify.out" 2>&1
+    "$PUNCTUAL" advise "$R.json" --top 1 --apply "$id" --verify --json "$R.verify.json" >"$R.verify.out" 2>&1 || exit 1
+    [ -n "${AA:-}" ] || exit 0
+    prof=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[\"fixes\"][0][\"now\"][\"profiles\"][0][\"profile\"])" "$R.advise.json")
+    "$PUNCTUAL" check --cpus 1 --duration "${SECS}s" --cause --json "$R.aa.json" >"$R.aa.check.out" 2>&1 || exit 1
+    "$PUNCTUAL" advise "$R.aa.json" --profile "$prof" --json "$R.aa.advise.json" >"$R.aa.advise.out" 2>&1 || exit 1
   '
   status=$?
   set -e
@@ -215,9 +226,25 @@ if f and f.get("observed_sources") is not None:
 print("%-12s %5s %-36s %-6s %8s %-36s %4s %10s %10s %10s %-18s %5s %11s %8s" % (
     name, rnd, top[:36], right, planted, (want or "(none offered)")[:36], rank, *cells, ci_cell,
     "-" if in_ci is None else ("yes" if in_ci else "no"), others, left))
+aa, aa_in_ci = None, None
+rep = load(f"{out}/{run}.aa.advise.json")
+if rep is not None and fixes:
+    n1 = fixes[0]["now"]
+    n2 = next((g["now"] for g in rep.get("fixes") or [] if g["cpu"] == fixes[0]["cpu"]), None)
+    if n2:
+        aa = {"stolen": ratio(n1.get("stolen_fraction"), n2.get("stolen_fraction")),
+              "p99": ratio(n1["p99_ns"], n2["p99_ns"]),
+              "mttf": ratio(n1.get("mttf_s"), n2.get("mttf_s"))}
+        if n2.get("ci_s") and n1.get("mttf_s"):
+            lo, hi = n2["ci_s"]
+            aa_in_ci = lo <= n1["mttf_s"] and (hi is None or n1["mttf_s"] <= hi)
+        print("%-12s %5s A/A, nothing changed: now/again stolen %s, p99 %s, MTTF %s (in the again run's CI: %s)" % (
+            name, rnd, *["%.2f" % r if r is not None else "-" for r in aa.values()],
+            "-" if aa_in_ci is None else ("yes" if aa_in_ci else "no")))
 with open(f"{out}/rows.jsonl", "a") as fh:
     fh.write(json.dumps({"setup": name, "round": int(rnd), "right": right, "ratios": ratios,
-                         "mttf_ci_s": ci, "in_ci": in_ci, "left": left}) + "\n")
+                         "mttf_ci_s": ci, "in_ci": in_ci, "left": left,
+                         "aa": aa, "aa_in_ci": aa_in_ci}) + "\n")
 PY
 done
 done
@@ -237,5 +264,17 @@ print(f"  overall within x2    {k} of {n}" + (f" ({100 * k / n:.0f} %; goal >= 8
 c = [r["in_ci"] for r in judged if r["in_ci"] is not None]
 print(f"  MTTF in verified CI  {sum(c)} of {len(c)}")
 print(f"  left changed         {sum(r['left'] != 'none' for r in rows)} of {len(rows)}")
+aa = [r for r in rows if r.get("aa")]
+if aa:
+    print(f"A/A, nothing changed ({len(aa)} runs; the machine's own spread, judges nothing):")
+    k = n = 0
+    for fig in ("stolen", "p99", "mttf"):
+        rs = [r["aa"][fig] for r in aa if r["aa"][fig] is not None]
+        w = sum(0.5 <= x <= 2 for x in rs)
+        k, n = k + w, n + len(rs)
+        print(f"  {fig:<8} within x2   {w} of {len(rs)}")
+    print(f"  overall within x2    {k} of {n}")
+    c = [r["aa_in_ci"] for r in aa if r["aa_in_ci"] is not None]
+    print(f"  MTTF in again's CI   {sum(c)} of {len(c)}")
 PY
 echo "records and outputs in $OUT"
