@@ -450,3 +450,42 @@ fn bad_baseline_is_named() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// `--max-spikes` bounds each half's spike log, above the default 1000
+/// too (advise edits only what the log kept), and the record says so,
+/// so `advise --verify` measures again with the same bound.
+#[test]
+fn max_spikes_bounds_the_spike_log() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every wake-up is above the timer half's threshold (0), so each is
+    // a spike candidate.
+    let f = feed(dir.path(), "t.txt", 1500, 4, 7);
+    let latency_spikes = |j: &Path| {
+        let v = read_json(j);
+        let n = v["spikes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["metric"] == "latency")
+            .count();
+        (n, v["config"]["timer.max_spikes"].as_u64())
+    };
+    for (bound, want) in [(7usize, 7usize), (1400, 1400)] {
+        let j = dir.path().join(format!("c{bound}.json"));
+        let arg = bound.to_string();
+        let out = replayed_check(
+            dir.path(),
+            &f,
+            &["--duration", "3s", "--max-spikes", &arg],
+            &j,
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(latency_spikes(&j), (want, Some(bound as u64)));
+    }
+    let j = dir.path().join("c0.json");
+    let out = replayed_check(dir.path(), &f, &["--max-spikes", "0"], &j);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--max-spikes 0"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
