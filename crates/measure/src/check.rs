@@ -25,7 +25,6 @@ use punctual_analysis::Verdict;
 use punctual_live::cstate::CStateRequest;
 use punctual_live::noise::{NoiseConfig, Replay, UNTHROTTLED_STRETCH};
 use punctual_live::rt::Policy;
-use punctual_live::spikes::DEFAULT_SPIKE_CAPACITY;
 use punctual_live::timer::{TimerClock, TimerConfig};
 use punctual_loads::LoadSpec;
 use punctual_record::{Nanos, Platform, Record, VerdictState, Warning};
@@ -41,6 +40,9 @@ pub const DEFAULT_MAX: Nanos = Nanos::from_secs(30 * 60);
 pub struct CheckRequest {
     /// Both halves together, one round.
     pub duration: Nanos,
+    /// Bound of each half's spike log (`DEFAULT_SPIKE_CAPACITY` unless
+    /// asked): what `advise` can edit.
+    pub max_spikes: usize,
     pub cpus: Vec<u32>,
     /// `--load` as given, for its heading, and parsed.
     pub load: Option<String>,
@@ -142,7 +144,7 @@ impl Run<'_> {
                     duration: half,
                     clock: TimerClock::Nanosleep,
                     threshold: Nanos::ZERO,
-                    max_spikes: DEFAULT_SPIKE_CAPACITY,
+                    max_spikes: req.max_spikes,
                     lock_memory: true,
                     stop_at: None,
                     samples: None,
@@ -157,7 +159,7 @@ impl Run<'_> {
             policy: Policy::Fifo { priority: 95 },
             duration: req.duration - half,
             threshold: None,
-            max_spikes: DEFAULT_SPIKE_CAPACITY,
+            max_spikes: req.max_spikes,
             lock_memory: true,
             // In stretches, so RT throttling never stops the loop: its gaps
             // then hold only time stolen from a running thread, which the

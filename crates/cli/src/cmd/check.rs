@@ -50,6 +50,11 @@ pub struct Args {
     /// (repeatable; default: every shipped profile).
     #[arg(long = "profile", value_name = "NAME")]
     pub profiles: Vec<String>,
+    /// Bound of each half's spike log (the largest are kept). `advise`
+    /// edits only logged spikes, so a source that delays more wake-ups
+    /// than the log holds stays in the rest; a longer run needs more.
+    #[arg(long, default_value_t = punctual_live::spikes::DEFAULT_SPIKE_CAPACITY)]
+    pub max_spikes: usize,
     /// Replay wake-up latencies (ns, one per line) instead of measuring
     /// the timer half: for tests and for re-analysing a captured feed.
     #[arg(long, hide = true, value_name = "FILE")]
@@ -147,8 +152,10 @@ fn request(args: &Args) -> CliResult<(CheckRequest, crate::gates::Gates)> {
         Some(p) => Some((p.display().to_string(), opts::gap_replay(p)?)),
         None => None,
     };
+    opts::check_max_spikes(args.max_spikes)?;
     let req = CheckRequest {
         duration: args.duration,
+        max_spikes: args.max_spikes,
         cpus,
         load: args.load.clone(),
         load_specs: opts::load_specs(args.load.as_deref())?,

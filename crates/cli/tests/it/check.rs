@@ -450,3 +450,44 @@ fn bad_baseline_is_named() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// `--max-spikes` bounds each half's spike log, above the default 1000
+/// too (advise edits only what the log kept), and the record says so,
+/// so `advise --verify` measures again with the same bound.
+#[test]
+fn max_spikes_bounds_the_spike_log() {
+    let dir = tempfile::tempdir().unwrap();
+    // More late wake-ups than the default bound keeps.
+    let f = feed(dir.path(), "t.txt", 4000, 2, 7);
+    let latency_spikes = |j: &Path| {
+        let v = read_json(j);
+        let n = v["spikes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["metric"] == "latency")
+            .count();
+        (n, v["config"]["timer.max_spikes"].as_u64())
+    };
+    for (bound, want) in [(None, 1000usize), (Some(7), 7), (Some(1400), 1400)] {
+        let j = dir.path().join(format!("c{want}.json"));
+        let arg = bound.map(|b: usize| b.to_string());
+        let mut extra = vec!["--duration", "8s"];
+        if let Some(a) = &arg {
+            extra.extend(["--max-spikes", a.as_str()]);
+        }
+        let out = replayed_check(dir.path(), &f, &extra, &j);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(latency_spikes(&j), (want, Some(want as u64)));
+    }
+    let j = dir.path().join("c0.json");
+    let out = replayed_check(dir.path(), &f, &["--max-spikes", "0"], &j);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--max-spikes 0"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
