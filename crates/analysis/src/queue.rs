@@ -1063,6 +1063,221 @@ fn late_pmf(stalls: &StallModel, sleep_ns: f64, grid: f64, over: usize) -> Vec<f
     out
 }
 
+/// The wake-ups' cells and shares that every kind of step is weighed in.
+#[derive(Clone, Copy)]
+struct Cells {
+    t: f64,
+    c: f64,
+    grid: f64,
+    over: usize,
+    quiet_share: f64,
+    stalled_share: f64,
+    sleep: bool,
+}
+
+impl Cells {
+    /// The weights that make the quiet wake-ups 1 − ps and the stalled
+    /// ones (a distribution of total `of`) ps.
+    fn weights_in(&self, ps: f64, of: f64) -> (f64, f64) {
+        let ps = ps.min(1.0);
+        (
+            if self.quiet_share > 0.0 {
+                (1.0 - ps) / self.quiet_share
+            } else {
+                0.0
+            },
+            if of > 0.0 { ps / of } else { 0.0 },
+        )
+    }
+
+    fn weights_of(&self, ps: f64) -> (f64, f64) {
+        self.weights_in(ps, self.stalled_share)
+    }
+}
+
+/// The chain's steps per phase of a periodic source ([`Phase`]); pushes
+/// the stolen times and late wake-ups its branches index.
+fn phase_branches(
+    cx: &Cells,
+    ph: &Phase,
+    stalls: &StallModel,
+    stalled: &[f64],
+    stolen_by_kind: &mut Vec<Vec<f64>>,
+    stalled_by_kind: &mut Vec<Vec<f64>>,
+) -> Vec<Vec<Branch>> {
+    let Cells {
+        t,
+        c,
+        grid,
+        over,
+        stalled_share,
+        sleep,
+        ..
+    } = *cx;
+    // The periodic source's phase. A step it does not stall
+    // sees only the rest (Poisson: the stalls it takes, late
+    // wake-ups or stolen compute, do not move the phase). A step
+    // it stalls: its stall starts at a uniform point of the
+    // step, so while the consumer sleeps (t − c of it) and then
+    // makes the wake-up late, by the part of it that outlasts the
+    // sleep (probability E[min(G, t − c)] / t), or inside the
+    // compute (c / t) and then takes its whole length from it
+    // besides what the rest takes; else it ends before the
+    // wake-up and costs nothing. Either way the phase restarts.
+    let tau = (t - c).max(0.0);
+    let burst = StallModel {
+        rate_per_s: 1.0,
+        lengths: ph.burst.clone(),
+        ..stalls.clone()
+    };
+    // Sleeping: each kind's late wake-ups from its own lengths
+    // (from the record's late wake-ups, the bursts' lateness
+    // would be the rest's and the other way round).
+    let (rest_late, burst_late) = if sleep {
+        let per_step = StallModel {
+            rate_per_s: 1e9 / t,
+            ..burst.clone()
+        };
+        (
+            late_pmf(&ph.rest.stalls, tau, grid, over),
+            late_pmf(&per_step, tau, grid, over),
+        )
+    } else {
+        (stalled.to_vec(), stalled.to_vec())
+    };
+    let late = if !sleep && stalled_share <= 0.0 {
+        0.0
+    } else if sleep {
+        burst_late.iter().sum::<f64>().min(1.0)
+    } else {
+        (mean_capped(&burst, tau) / t).min(1.0)
+    };
+    let inside = (c.min(t) / t).min(1.0 - late);
+    let rest = stolen_pmf(&ph.rest.stalls, 1.0, c, grid, over);
+    let mut hit = vec![0.0; over + 1];
+    if late < 1.0 {
+        let (w_in, w_none) = (inside / (1.0 - late), (1.0 - late - inside) / (1.0 - late));
+        for (h, r) in hit.iter_mut().zip(&rest) {
+            *h += w_none * r;
+        }
+        for &(len, share) in &ph.burst {
+            let first = cells(len, grid, over).max(1);
+            for (j, r) in rest.iter().enumerate() {
+                hit[(first + j).min(over)] += w_in * share * r;
+            }
+        }
+    }
+    stolen_by_kind.push(rest);
+    stolen_by_kind.push(hit);
+    let (rest_of, burst_of) = (rest_late.iter().sum(), burst_late.iter().sum());
+    let (rq, rs) = if sleep {
+        cx.weights_in(rest_of, rest_of)
+    } else {
+        cx.weights_of(stalled_share * ph.rest.stalled_wakeup_factor)
+    };
+    let (hq, hs) = cx.weights_in(late, burst_of);
+    stalled_by_kind.push(rest_late);
+    stalled_by_kind.push(burst_late);
+    ph.hazard
+        .iter()
+        .map(|&h| {
+            vec![
+                Branch {
+                    probability: 1.0 - h,
+                    quiet_weight: rq,
+                    stalled_weight: rs,
+                    stalled: 1,
+                    stolen: 0,
+                    stalled_restarts: false,
+                    untouched_restarts: false,
+                },
+                Branch {
+                    probability: h,
+                    quiet_weight: hq,
+                    stalled_weight: hs,
+                    stalled: 2,
+                    stolen: 1,
+                    stalled_restarts: true,
+                    untouched_restarts: true,
+                },
+            ]
+            .into_iter()
+            .filter(|b| b.probability > 0.0)
+            .collect()
+        })
+        .collect()
+}
+
+/// The chain's steps per age since the last stall (one branch each);
+/// pushes the stolen times its branches index.
+fn age_branches(
+    cx: &Cells,
+    renewal: Option<&Renewal>,
+    stalls: &StallModel,
+    stolen_by_kind: &mut Vec<Vec<f64>>,
+) -> Vec<Vec<Branch>> {
+    let Cells {
+        c,
+        grid,
+        over,
+        stalled_share,
+        ..
+    } = *cx;
+    // Per age: the stall process that age sees (its compound stolen time;
+    // equal processes share one Panjer run) and the wake-up kinds
+    // re-weighted by how likely a stalled wake-up is then.
+    let per_age: Vec<(&StallModel, f64)> = match &renewal {
+        None => vec![(stalls, 1.0)],
+        Some(r) => r
+            .by_age
+            .iter()
+            .map(|a| (&a.stalls, a.stalled_wakeup_factor))
+            .collect(),
+    };
+    let ages = per_age.len();
+    let mut stolen_by_age: Vec<Vec<f64>> = Vec::with_capacity(ages);
+    // A compute at some age meets its first stall at that age's rate;
+    // once stalled, the rest of the compute (c − τ after a first stall at
+    // τ) sees the process as it is right after a stall, not the age's
+    // again: a periodic interferer never stalls one compute twice. For
+    // Poisson arrivals this is the compound distribution split at its
+    // first jump. τ is taken at STALL_TIME_POINTS points of the compute.
+    let after: Vec<Vec<f64>> = match &renewal {
+        None => Vec::new(),
+        Some(r) => (0..STALL_TIME_POINTS)
+            .map(|k| {
+                let tau = (k as f64 + 0.5) / STALL_TIME_POINTS as f64 * c;
+                stolen_pmf(&r.by_age[0].stalls, 1.0, c - tau, grid, over)
+            })
+            .collect(),
+    };
+    for (i, (st, _)) in per_age.iter().enumerate() {
+        let same = per_age[..i].iter().position(|(o, _)| *o == *st);
+        stolen_by_age.push(match (same, &renewal) {
+            (Some(j), _) => stolen_by_age[j].clone(),
+            (None, None) => stolen_pmf(st, 1.0, c, grid, over),
+            (None, Some(_)) => first_and_after(st, &after, c, grid, over),
+        });
+    }
+    stolen_by_kind.extend(stolen_by_age);
+    per_age
+        .iter()
+        .enumerate()
+        .map(|(i, &(_, f))| {
+            let (quiet_weight, stalled_weight) = cx.weights_of(stalled_share * f);
+            vec![Branch {
+                probability: 1.0,
+                quiet_weight,
+                stalled_weight,
+                stalled: 0,
+                stolen: i,
+                stalled_restarts: true,
+                untouched_restarts: false,
+            }]
+        })
+        .collect()
+}
+
 /// As [`forecast_with`]; `sleeping: true` (only where `stalls` was
 /// inferred from this tail with every wake-up instant of the probe, the
 /// periods a long stall swallowed placed) takes the stalled wake-ups from
@@ -1151,176 +1366,31 @@ pub fn forecast_sleeping(
             (drain_steps + 1).min(MAX_AGE_STEPS),
         )
     });
-    // The weights that make the quiet wake-ups 1 − ps and the stalled
-    // ones (a distribution of total `of`) ps.
-    let weights_in = |ps: f64, of: f64| -> (f64, f64) {
-        let ps = ps.min(1.0);
-        (
-            if quiet_share > 0.0 {
-                (1.0 - ps) / quiet_share
-            } else {
-                0.0
-            },
-            if of > 0.0 { ps / of } else { 0.0 },
-        )
+    let cx = Cells {
+        t,
+        c,
+        grid,
+        over,
+        quiet_share,
+        stalled_share,
+        sleep,
     };
-    let weights_of = |ps: f64| weights_in(ps, stalled_share);
     // Per age, the steps it may take, each with its probability, the
     // wake-up kinds' weights, the stolen time of a quiet wake-up's compute
     // (an index into `stolen_by_kind`) and whether a stalled step (y) and
     // an untouched one (z) restart the age.
     let mut stolen_by_kind: Vec<Vec<f64>> = Vec::new();
     let mut stalled_by_kind: Vec<Vec<f64>> = vec![stalled.clone()];
-    let branches: Vec<Vec<Branch>> = match renewal.as_ref().and_then(|r| r.phase.as_ref()) {
-        Some(ph) => {
-            // The periodic source's phase. A step it does not stall
-            // sees only the rest (Poisson: the stalls it takes, late
-            // wake-ups or stolen compute, do not move the phase). A step
-            // it stalls: its stall starts at a uniform point of the
-            // step, so while the consumer sleeps (t − c of it) and then
-            // makes the wake-up late, by the part of it that outlasts the
-            // sleep (probability E[min(G, t − c)] / t), or inside the
-            // compute (c / t) and then takes its whole length from it
-            // besides what the rest takes; else it ends before the
-            // wake-up and costs nothing. Either way the phase restarts.
-            let tau = (t - c).max(0.0);
-            let burst = StallModel {
-                rate_per_s: 1.0,
-                lengths: ph.burst.clone(),
-                ..stalls.clone()
-            };
-            // Sleeping: each kind's late wake-ups from its own lengths
-            // (from the record's late wake-ups, the bursts' lateness
-            // would be the rest's and the other way round).
-            let (rest_late, burst_late) = if sleep {
-                let per_step = StallModel {
-                    rate_per_s: 1e9 / t,
-                    ..burst.clone()
-                };
-                (
-                    late_pmf(&ph.rest.stalls, tau, grid, over),
-                    late_pmf(&per_step, tau, grid, over),
-                )
-            } else {
-                (stalled.clone(), stalled.clone())
-            };
-            let late = if !sleep && stalled_share <= 0.0 {
-                0.0
-            } else if sleep {
-                burst_late.iter().sum::<f64>().min(1.0)
-            } else {
-                (mean_capped(&burst, tau) / t).min(1.0)
-            };
-            let inside = (c.min(t) / t).min(1.0 - late);
-            let rest = stolen_pmf(&ph.rest.stalls, 1.0, c, grid, over);
-            let mut hit = vec![0.0; over + 1];
-            if late < 1.0 {
-                let (w_in, w_none) = (inside / (1.0 - late), (1.0 - late - inside) / (1.0 - late));
-                for (h, r) in hit.iter_mut().zip(&rest) {
-                    *h += w_none * r;
-                }
-                for &(len, share) in &ph.burst {
-                    let first = cells(len, grid, over).max(1);
-                    for (j, r) in rest.iter().enumerate() {
-                        hit[(first + j).min(over)] += w_in * share * r;
-                    }
-                }
-            }
-            stolen_by_kind.push(rest);
-            stolen_by_kind.push(hit);
-            let (rest_of, burst_of) = (rest_late.iter().sum(), burst_late.iter().sum());
-            let (rq, rs) = if sleep {
-                weights_in(rest_of, rest_of)
-            } else {
-                weights_of(stalled_share * ph.rest.stalled_wakeup_factor)
-            };
-            let (hq, hs) = weights_in(late, burst_of);
-            stalled_by_kind.push(rest_late);
-            stalled_by_kind.push(burst_late);
-            ph.hazard
-                .iter()
-                .map(|&h| {
-                    vec![
-                        Branch {
-                            probability: 1.0 - h,
-                            quiet_weight: rq,
-                            stalled_weight: rs,
-                            stalled: 1,
-                            stolen: 0,
-                            stalled_restarts: false,
-                            untouched_restarts: false,
-                        },
-                        Branch {
-                            probability: h,
-                            quiet_weight: hq,
-                            stalled_weight: hs,
-                            stalled: 2,
-                            stolen: 1,
-                            stalled_restarts: true,
-                            untouched_restarts: true,
-                        },
-                    ]
-                    .into_iter()
-                    .filter(|b| b.probability > 0.0)
-                    .collect()
-                })
-                .collect()
-        }
-        None => {
-            // Per age: the stall process that age sees (its compound stolen time;
-            // equal processes share one Panjer run) and the wake-up kinds
-            // re-weighted by how likely a stalled wake-up is then.
-            let per_age: Vec<(&StallModel, f64)> = match &renewal {
-                None => vec![(stalls, 1.0)],
-                Some(r) => r
-                    .by_age
-                    .iter()
-                    .map(|a| (&a.stalls, a.stalled_wakeup_factor))
-                    .collect(),
-            };
-            let ages = per_age.len();
-            let mut stolen_by_age: Vec<Vec<f64>> = Vec::with_capacity(ages);
-            // A compute at some age meets its first stall at that age's rate;
-            // once stalled, the rest of the compute (c − τ after a first stall at
-            // τ) sees the process as it is right after a stall, not the age's
-            // again: a periodic interferer never stalls one compute twice. For
-            // Poisson arrivals this is the compound distribution split at its
-            // first jump. τ is taken at STALL_TIME_POINTS points of the compute.
-            let after: Vec<Vec<f64>> = match &renewal {
-                None => Vec::new(),
-                Some(r) => (0..STALL_TIME_POINTS)
-                    .map(|k| {
-                        let tau = (k as f64 + 0.5) / STALL_TIME_POINTS as f64 * c;
-                        stolen_pmf(&r.by_age[0].stalls, 1.0, c - tau, grid, over)
-                    })
-                    .collect(),
-            };
-            for (i, (st, _)) in per_age.iter().enumerate() {
-                let same = per_age[..i].iter().position(|(o, _)| *o == *st);
-                stolen_by_age.push(match (same, &renewal) {
-                    (Some(j), _) => stolen_by_age[j].clone(),
-                    (None, None) => stolen_pmf(st, 1.0, c, grid, over),
-                    (None, Some(_)) => first_and_after(st, &after, c, grid, over),
-                });
-            }
-            stolen_by_kind = stolen_by_age;
-            per_age
-                .iter()
-                .enumerate()
-                .map(|(i, &(_, f))| {
-                    let (quiet_weight, stalled_weight) = weights_of(stalled_share * f);
-                    vec![Branch {
-                        probability: 1.0,
-                        quiet_weight,
-                        stalled_weight,
-                        stalled: 0,
-                        stolen: i,
-                        stalled_restarts: true,
-                        untouched_restarts: false,
-                    }]
-                })
-                .collect()
-        }
+    let branches = match renewal.as_ref().and_then(|r| r.phase.as_ref()) {
+        Some(ph) => phase_branches(
+            &cx,
+            ph,
+            stalls,
+            &stalled,
+            &mut stolen_by_kind,
+            &mut stalled_by_kind,
+        ),
+        None => age_branches(&cx, renewal.as_ref(), stalls, &mut stolen_by_kind),
     };
     let ages = branches.len();
     let stall_mean_ns = quiet_share * stalls.rate_per_s * c / 1e9 * stalls.mean_ns;
