@@ -160,6 +160,19 @@ impl Task {
         }
     }
 
+    /// A release that finds the task's previous job still running waits
+    /// behind it, up to MAX_BACKLOG; past that it is lost and counted as
+    /// a miss, so a backlog's memory stays bounded.
+    #[inline(always)]
+    pub(crate) fn hold(&mut self, nominal: Nanos) {
+        if self.backlog.len() >= MAX_BACKLOG {
+            self.stats.backlog_lost += 1;
+            self.stats.latency.add_missed(1);
+        } else {
+            self.backlog.push_back(nominal);
+        }
+    }
+
     /// A job released at `nominal` starts: its segments and execution
     /// time drawn. Always inlined: once per job, and as a call its prologue and
     /// epilogue were a fifth of it.
@@ -716,12 +729,7 @@ impl Sim {
             if t.kind == TaskKind::Drainer || t.kind == TaskKind::Background {
                 return;
             }
-            if t.backlog.len() >= MAX_BACKLOG {
-                t.stats.backlog_lost += 1;
-                t.stats.latency.add_missed(1);
-            } else {
-                t.backlog.push_back(nominal);
-            }
+            t.hold(nominal);
             return;
         }
         self.begin_job(i, c, nominal);
@@ -1242,12 +1250,7 @@ impl Sim {
         let t = &mut self.tasks[i];
         t.stats.releases += 1;
         if t.active {
-            if t.backlog.len() >= MAX_BACKLOG {
-                t.stats.backlog_lost += 1;
-                t.stats.latency.add_missed(1);
-            } else {
-                t.backlog.push_back(nominal);
-            }
+            t.hold(nominal);
             return;
         }
         self.begin_job(i, c, nominal);

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use punctual_units::Nanos;
 
-use crate::engine::{Cpu, EvKind, Seg, Sim, SliceLogs, Task, TaskKind, MAX_BACKLOG};
+use crate::engine::{Cpu, EvKind, Seg, Sim, SliceLogs, Task, TaskKind};
 use crate::outcome::{keep_spike, Outcome, Spike, TimelineLog, TraceSlice};
 use crate::queue::{key, key_time, EvQueue, NO_KEY};
 
@@ -216,12 +216,7 @@ impl Plain<'_> {
         }
         t.stats.releases += 1;
         if t.active {
-            if t.backlog.len() >= MAX_BACKLOG {
-                t.stats.backlog_lost += 1;
-                t.stats.latency.add_missed(1);
-            } else {
-                t.backlog.push_back(nominal);
-            }
+            t.hold(nominal);
             return;
         }
         self.begin_job(i, nominal);
