@@ -1278,6 +1278,263 @@ fn age_branches(
         .collect()
 }
 
+/// One step of the chain, fixed for a forecast: from an age and a
+/// backlog D at the wake-up, the next wake-up's age and D.
+struct Chain<'a> {
+    /// Per age, the steps it may take.
+    branches: &'a [Vec<Branch>],
+    quiet: &'a [f64],
+    stolen_by_kind: &'a [Vec<f64>],
+    stalled_by_kind: &'a [Vec<f64>],
+    /// Per kind, the stolen times that can occur (cell ≥ 1, ascending).
+    stolen_at: &'a [Vec<(usize, f64)>],
+    /// Cells 0..=k meet the deadline; `over` holds every later one.
+    k: usize,
+    over: usize,
+    /// t and c in cells.
+    tc: usize,
+    cc: usize,
+    backlog_modelled: bool,
+}
+
+/// The distributions one step works in, kept across steps so that the
+/// chain allocates once.
+struct Scratch {
+    x: Vec<f64>,
+    y: Vec<f64>,
+    z: Vec<f64>,
+    bpmf: Vec<f64>,
+}
+
+impl Scratch {
+    fn new(over: usize) -> Scratch {
+        Scratch {
+            x: vec![0.0; over + 1],
+            y: vec![0.0; over + 1],
+            z: vec![0.0; over + 1],
+            bpmf: vec![0.0; over + 1],
+        }
+    }
+}
+
+impl Chain<'_> {
+    /// Moves the mass `from` at `age` one step on: what restarts the age
+    /// is added to `next[0]`, the rest to `next[older]`, and an underrun
+    /// (its next wake-up starts the ring afresh, at D = 0) to `fail`.
+    fn advance(
+        &self,
+        age: usize,
+        from: &[f64],
+        next: &mut [Vec<f64>],
+        older: usize,
+        fail: &mut f64,
+        s: &mut Scratch,
+    ) {
+        let (k, over) = (self.k, self.over);
+        let mass: f64 = from.iter().sum();
+        if mass <= 0.0 {
+            return;
+        }
+        let Scratch { x, y, z, bpmf } = s;
+        // Carried backlog B = max(0, D − t), then X = max(B, L).
+        bpmf.iter_mut().for_each(|p| *p = 0.0);
+        for (d, p) in from.iter().enumerate() {
+            let carried = if self.backlog_modelled {
+                d.saturating_sub(self.tc)
+            } else {
+                0
+            };
+            bpmf[carried] += p;
+        }
+        let mut out = 0.0;
+        for br in &self.branches[age] {
+            let (wq, ws) = (br.quiet_weight, br.stalled_weight);
+            let stolen = &self.stolen_by_kind[br.stolen];
+            let stalled = &self.stalled_by_kind[br.stalled];
+            // X = max(B, L) for each kind of wake-up (sub-distributions:
+            // P(max ≤ x, kind) = F_B(x) · P(L ≤ x, kind)).
+            let (mut fb, mut fq, mut fs, mut prev_q, mut prev_s) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            for i in 0..=over {
+                fb += bpmf[i];
+                fq += self.quiet[i] * wq;
+                fs += stalled[i] * ws;
+                let (cq, cs) = (fb * fq, fb * fs);
+                x[i] = cq - prev_q;
+                y[i] = cs - prev_s;
+                prev_q = cq;
+                prev_s = cs;
+            }
+            // Y = X + S for quiet wake-ups (capped); stalled ones add
+            // nothing. z: quiet steps that no stall touched.
+            z.iter_mut().for_each(|p| *p = 0.0);
+            let at = &self.stolen_at[br.stolen];
+            for (i, xi) in x.iter().enumerate() {
+                if *xi <= 0.0 {
+                    continue;
+                }
+                z[i] += xi * stolen[0];
+                // Stolen cells below `room` land below the top cell.
+                let room = over - i;
+                let below = at.partition_point(|(j, _)| *j < room);
+                for &(j, sj) in &at[..below] {
+                    y[i + j] += xi * sj;
+                }
+                let mut top = y[over];
+                for &(_, sj) in &at[below..] {
+                    top += xi * sj;
+                }
+                y[over] = top;
+            }
+            let dest = |restarts: bool| if restarts { 0 } else { older };
+            let w = br.probability;
+            for (dest, ys) in [
+                (dest(br.stalled_restarts), &*y),
+                (dest(br.untouched_restarts), &*z),
+            ] {
+                for (i, p) in ys.iter().enumerate() {
+                    let p = w * p;
+                    out += p;
+                    let d = i + self.cc;
+                    if d > k {
+                        *fail += p;
+                        next[dest][0] += p;
+                    } else {
+                        next[dest][d] += p;
+                    }
+                }
+            }
+        }
+        // Mass lost to rounding at the top of X is an underrun too.
+        let lost = (mass - out).max(0.0);
+        *fail += lost;
+        next[older][0] += lost;
+    }
+
+    /// The stationary underrun probability per step by iterating the
+    /// whole chain from an empty ring at the oldest age: (probability,
+    /// iterations, converged).
+    fn solve(&self, max_iterations: u32, s: &mut Scratch) -> (f64, u32, bool) {
+        let ages = self.branches.len();
+        let k = self.k;
+        // pi[age][D]: the last age holds every older one.
+        let mut pi = vec![vec![0.0; k + 1]; ages];
+        pi[ages - 1][0] = 1.0;
+        let mut fail = 0.0;
+        let mut iterations = 0;
+        let mut next = vec![vec![0.0; k + 1]; ages];
+        while iterations < max_iterations {
+            iterations += 1;
+            next.iter_mut()
+                .for_each(|v| v.iter_mut().for_each(|p| *p = 0.0));
+            fail = 0.0;
+            for (age, from) in pi.iter().enumerate() {
+                let older = (age + 1).min(ages - 1);
+                self.advance(age, from, &mut next, older, &mut fail, s);
+            }
+            // After LAZY_AFTER plain steps, the lazy chain (I + P)/2: same
+            // stationary distribution, no period, so a deterministic cycle
+            // converges too (plain steps are twice as fast otherwise).
+            let keep = if iterations > LAZY_AFTER { 0.5 } else { 0.0 };
+            let mut diff = 0.0;
+            for (pa, na) in pi.iter_mut().zip(&next) {
+                for (p, q) in pa.iter_mut().zip(na) {
+                    let v = keep * *p + (1.0 - keep) * q;
+                    diff += (v - *p).abs();
+                    *p = v;
+                }
+            }
+            if !self.backlog_modelled || diff < TOLERANCE {
+                return (fail, iterations, true);
+            }
+        }
+        (fail, iterations, false)
+    }
+
+    /// As [`Chain::solve`] for a chain whose age is a periodic source's
+    /// phase ([`Phase`]): every age but the last two only moves on to the
+    /// next, so the chain runs round a cycle of about P/t steps, and a
+    /// chain that nearly repeats itself each period mixes slowly step by
+    /// step (thousands of iterations, each over every age). Its
+    /// stationary distribution is read at the restart instead: the
+    /// backlog D with which the cycle starts at age 0 maps, one whole
+    /// period later, to the D of the next start (every age visited once,
+    /// the last as often as mass stays there), and the fixed point of that
+    /// map is the chain's own distribution at age 0. Running that period
+    /// once more from it gives every age's share and the underruns per
+    /// step, divided by the period's expected length in steps (the mass
+    /// it carried). The answer is the same stationary distribution;
+    /// `iterations` counts whole periods.
+    fn solve_by_period(&self, max_iterations: u32, s: &mut Scratch) -> (f64, u32, bool) {
+        let k = self.k;
+        let mut start = vec![0.0; k + 1];
+        start[0] = 1.0;
+        let mut next = vec![vec![0.0; k + 1]; 2];
+        let mut from = vec![0.0; k + 1];
+        let mut iterations = 0;
+        let mut converged = false;
+        while iterations < max_iterations {
+            iterations += 1;
+            self.one_period(&start, &mut next, &mut from, s);
+            let total: f64 = next[0].iter().sum();
+            if total <= 0.0 {
+                break;
+            }
+            // As the whole chain's: after LAZY_AFTER plain periods, the
+            // lazy map (I + M)/2, in case the backlog itself cycles.
+            let keep = if iterations > LAZY_AFTER { 0.5 } else { 0.0 };
+            let mut diff = 0.0;
+            for (p, q) in start.iter_mut().zip(&next[0]) {
+                let v = keep * *p + (1.0 - keep) * q / total;
+                diff += (v - *p).abs();
+                *p = v;
+            }
+            if diff < TOLERANCE {
+                converged = true;
+                break;
+            }
+        }
+        let (fail, steps) = self.one_period(&start, &mut next, &mut from, s);
+        (
+            if steps > 0.0 { fail / steps } else { 0.0 },
+            iterations,
+            converged,
+        )
+    }
+
+    /// Runs the cycle once from `start` at age 0: the restarts it makes
+    /// are left in `next[0]`. Returns the underruns on the way and the
+    /// mass-weighted steps it took (the period's expected length when
+    /// `start` has mass 1).
+    fn one_period(
+        &self,
+        start: &[f64],
+        next: &mut [Vec<f64>],
+        from: &mut Vec<f64>,
+        s: &mut Scratch,
+    ) -> (f64, f64) {
+        let last = self.branches.len() - 1;
+        next[0].iter_mut().for_each(|p| *p = 0.0);
+        from.clear();
+        from.extend_from_slice(start);
+        let (mut fail, mut steps) = (0.0, 0.0);
+        let mut age = 0;
+        // The last age keeps what does not restart (lost rounding mass,
+        // or a stall chance under 1): follow it until nothing is left.
+        for _ in 0..last + MAX_ITERATIONS as usize {
+            let mass: f64 = from.iter().sum();
+            if mass <= TOLERANCE * 1e-3 {
+                break;
+            }
+            steps += mass;
+            next[1].iter_mut().for_each(|p| *p = 0.0);
+            self.advance(age, from, next, 1, &mut fail, s);
+            std::mem::swap(from, &mut next[1]);
+            age = (age + 1).min(last);
+        }
+        (fail, steps)
+    }
+}
+
 /// As [`forecast_with`]; `sleeping: true` (only where `stalls` was
 /// inferred from this tail with every wake-up instant of the probe, the
 /// periods a long stall swallowed placed) takes the stalled wake-ups from
@@ -1290,6 +1547,20 @@ pub fn forecast_sleeping(
     times: Option<&StallTimes>,
     b: &Buffering,
     sleeping: bool,
+) -> QueueForecast {
+    forecast_solved(tail, stalls, times, b, sleeping, true)
+}
+
+/// As [`forecast_sleeping`]; `by_period: false` steps the whole chain
+/// even where its age is a periodic source's phase, which must give the
+/// same answer ([`Chain::solve_by_period`]; the tests compare them).
+fn forecast_solved(
+    tail: &Tail,
+    stalls: &StallModel,
+    times: Option<&StallTimes>,
+    b: &Buffering,
+    sleeping: bool,
+    by_period: bool,
 ) -> QueueForecast {
     let t = b.service().0 as f64;
     let len = b.buffer_len.0 as f64;
@@ -1392,7 +1663,6 @@ pub fn forecast_sleeping(
         ),
         None => age_branches(&cx, renewal.as_ref(), stalls, &mut stolen_by_kind),
     };
-    let ages = branches.len();
     let stall_mean_ns = quiet_share * stalls.rate_per_s * c / 1e9 * stalls.mean_ns;
     // Per age, the stolen times that can occur (cell ≥ 1, ascending): the
     // chain's convolution visits only those. Stalls come in the lengths
@@ -1411,123 +1681,29 @@ pub fn forecast_sleeping(
                 .collect()
         })
         .collect();
-    let cc = cells(c, grid, over);
-    // pi[age][D]: the last age holds every older one.
-    let mut pi = vec![vec![0.0; k + 1]; ages];
-    pi[ages - 1][0] = 1.0;
-    let mut fail = 0.0;
-    let mut iterations = 0;
-    let mut converged = false;
-    let mut x = vec![0.0; over + 1];
-    let mut y = vec![0.0; over + 1];
-    let mut z = vec![0.0; over + 1];
-    let mut bpmf = vec![0.0; over + 1];
-    let mut next = vec![vec![0.0; k + 1]; ages];
+    let chain = Chain {
+        branches: &branches,
+        quiet: &quiet,
+        stolen_by_kind: &stolen_by_kind,
+        stalled_by_kind: &stalled_by_kind,
+        stolen_at: &stolen_at,
+        k,
+        over,
+        tc,
+        cc: cells(c, grid, over),
+        backlog_modelled,
+    };
+    let mut scratch = Scratch::new(over);
     // Not divided by the ages: near full utilization the chain needs its
     // iterations whatever it remembers, so renewal forecasts cost more.
     let max_iterations =
         (ITERATION_BUDGET / ((over + 1) as f64).powi(2)).clamp(50.0, MAX_ITERATIONS as f64) as u32;
-    while iterations < max_iterations {
-        iterations += 1;
-        next.iter_mut()
-            .for_each(|v| v.iter_mut().for_each(|p| *p = 0.0));
-        fail = 0.0;
-        for age in 0..ages {
-            let mass: f64 = pi[age].iter().sum();
-            if mass <= 0.0 {
-                continue;
-            }
-            // Carried backlog B = max(0, D − t), then X = max(B, L).
-            bpmf.iter_mut().for_each(|p| *p = 0.0);
-            for (d, p) in pi[age].iter().enumerate() {
-                let carried = if backlog_modelled {
-                    d.saturating_sub(tc)
-                } else {
-                    0
-                };
-                bpmf[carried] += p;
-            }
-            let older = (age + 1).min(ages - 1);
-            let mut out = 0.0;
-            for br in &branches[age] {
-                let (wq, ws) = (br.quiet_weight, br.stalled_weight);
-                let stolen = &stolen_by_kind[br.stolen];
-                let stalled = &stalled_by_kind[br.stalled];
-                // X = max(B, L) for each kind of wake-up (sub-distributions:
-                // P(max ≤ x, kind) = F_B(x) · P(L ≤ x, kind)).
-                let (mut fb, mut fq, mut fs, mut prev_q, mut prev_s) = (0.0, 0.0, 0.0, 0.0, 0.0);
-                for i in 0..=over {
-                    fb += bpmf[i];
-                    fq += quiet[i] * wq;
-                    fs += stalled[i] * ws;
-                    let (cq, cs) = (fb * fq, fb * fs);
-                    x[i] = cq - prev_q;
-                    y[i] = cs - prev_s;
-                    prev_q = cq;
-                    prev_s = cs;
-                }
-                // Y = X + S for quiet wake-ups (capped); stalled ones add
-                // nothing. z: quiet steps that no stall touched.
-                z.iter_mut().for_each(|p| *p = 0.0);
-                let at = &stolen_at[br.stolen];
-                for (i, xi) in x.iter().enumerate() {
-                    if *xi <= 0.0 {
-                        continue;
-                    }
-                    z[i] += xi * stolen[0];
-                    // Stolen cells below `room` land below the top cell.
-                    let room = over - i;
-                    let below = at.partition_point(|(j, _)| *j < room);
-                    for &(j, sj) in &at[..below] {
-                        y[i + j] += xi * sj;
-                    }
-                    let mut top = y[over];
-                    for &(_, sj) in &at[below..] {
-                        top += xi * sj;
-                    }
-                    y[over] = top;
-                }
-                let dest = |restarts: bool| if restarts { 0 } else { older };
-                let w = br.probability;
-                for (dest, ys) in [
-                    (dest(br.stalled_restarts), &y),
-                    (dest(br.untouched_restarts), &z),
-                ] {
-                    for (i, p) in ys.iter().enumerate() {
-                        let p = w * p;
-                        out += p;
-                        let d = i + cc;
-                        if d > k {
-                            fail += p;
-                            next[dest][0] += p;
-                        } else {
-                            next[dest][d] += p;
-                        }
-                    }
-                }
-            }
-            // Mass lost to rounding at the top of X is an underrun too.
-            let lost = (mass - out).max(0.0);
-            fail += lost;
-            next[older][0] += lost;
-        }
-        // After LAZY_AFTER plain steps, the lazy chain (I + P)/2: same
-        // stationary distribution, no period, so a deterministic cycle
-        // converges too (plain steps are twice as fast otherwise).
-        let keep = if iterations > LAZY_AFTER { 0.5 } else { 0.0 };
-        let mut diff = 0.0;
-        for (pa, na) in pi.iter_mut().zip(&next) {
-            for (p, q) in pa.iter_mut().zip(na) {
-                let v = keep * *p + (1.0 - keep) * q;
-                diff += (v - *p).abs();
-                *p = v;
-            }
-        }
-        if !backlog_modelled || diff < TOLERANCE {
-            converged = true;
-            break;
-        }
-    }
+    let phase = renewal.as_ref().is_some_and(|r| r.phase.is_some());
+    let (fail, iterations, converged) = if phase && by_period {
+        chain.solve_by_period(max_iterations, &mut scratch)
+    } else {
+        chain.solve(max_iterations, &mut scratch)
+    };
     let periods_per_step = 1.0 + fail * b.buffers.saturating_sub(1) as f64;
     QueueForecast {
         underrun_probability: fail,
@@ -1673,9 +1849,14 @@ pub fn assumptions(q: &QueueForecast) -> Vec<String> {
                 .to_string()
         },
         format!(
-            "evaluated exactly on a {} grid (values rounded up) in {} iterations{}",
+            "evaluated exactly on a {} grid (values rounded up) in {} iterations{}{}",
             q.grid_ns,
             q.iterations,
+            if q.renewal.as_ref().is_some_and(|r| r.phase.is_some()) {
+                " (each one period of the periodic source)"
+            } else {
+                ""
+            },
             if q.converged {
                 ""
             } else {
@@ -2034,6 +2215,51 @@ mod tests {
             forecast(&t, Some(&times), &b2).underrun_probability,
         );
         assert!((q / p - 1.0).abs() < 0.05, "{p} {q}");
+    }
+
+    /// The periodic phase's chain solved a period at a time is the
+    /// whole chain's stationary distribution: 1 ms bursts every 9.5 and
+    /// 10.37 steps beside Poisson stalls of 1 ms, 5/s, before a consumer
+    /// a burst leaves behind for several steps (n = 3, c = 0.8 ms, so
+    /// underruns are a burst and a stall close together). Stepping the
+    /// whole chain takes hundreds of iterations over every age there.
+    #[test]
+    fn a_period_at_a_time_solves_the_same_chain() {
+        for period in [9_500_000u64, 10_370_000] {
+            let mut rng = crate::rng::SplitMix64::new(17);
+            let mut starts: Vec<u64> = (0..9_000u64).map(|i| 300_000 + i * period).collect();
+            let mut at = 0.0;
+            while at < 7e10 {
+                at += rng.exp1() * 2e8;
+                starts.push(at as u64);
+            }
+            starts.sort_unstable();
+            let (t, all) = probe_under(&starts, 1_000_000, 70_000);
+            // A log of the wake-ups beyond 100 µs, as a bounded one keeps.
+            let logged = all
+                .spikes
+                .iter()
+                .filter(|&&(_, l)| l > 100_000)
+                .map(|&(a, l)| (Nanos(a), Nanos(l)));
+            let covered = Nanos(70_000 * 1_000_000);
+            let times =
+                StallTimes::periodic(logged, true, covered, Nanos(1_000_000)).expect("a period");
+            let b = Buffering::new(3, Nanos::from_ms(1), Compute::Time(Nanos::from_us(800)));
+            let stalls = StallModel::from_tail(&t);
+            let fast = forecast_solved(&t, &stalls, Some(&times), &b, false, true);
+            let whole = forecast_solved(&t, &stalls, Some(&times), &b, false, false);
+            assert!(fast.renewal.as_ref().unwrap().phase.is_some(), "{fast:?}");
+            assert!(fast.converged && whole.converged, "{fast:?} {whole:?}");
+            assert!(fast.underrun_probability > 1e-4, "{fast:?}");
+            let rel = fast.underrun_probability / whole.underrun_probability - 1.0;
+            assert!(rel.abs() < 1e-6, "{period}: {fast:?} against {whole:?}");
+            assert!(
+                fast.iterations * 10 < whole.iterations,
+                "{period}: {} periods, {} steps",
+                fast.iterations,
+                whole.iterations
+            );
+        }
     }
 
     /// The default arrivals: a log that holds only its first 1000 stalls
