@@ -32,7 +32,11 @@
 # CAL_BOOT_FROM=X (e.g. 1.05ms): the stall model's bootstrap redraws only
 # the wake-ups from X up and holds the rest as recorded (a diagnostic: with X just
 # above a periodic shape's burst length its bursts' own wake-ups are held,
-# docs/forecast.md §3.5).
+# docs/forecast.md §3.5);
+# CAL_STACK=1: the shapes' Poisson stalls at the interrupt level, where one
+# that meets another stall waits and then takes its whole length, instead
+# of overlapping it (a diagnostic of the truth: with SEEDS 0, how many true
+# underruns hang on overlapping stalls; docs/forecast.md §3.3).
 # Prints a markdown table: coverage of the nominal 95%
 # interval (with its own Wilson interval, and beside it the coverage the
 # same interval on a count would reach if each record's own count of
