@@ -46,8 +46,8 @@
 # true rate, and how many records forecast fewer than one underrun in
 # their own length (they saw no underrun-sized event: their point
 # estimate is near zero, and a median of them says nothing of the model).
-# Deterministic (fixed seeds). About ten minutes on 2 cores after the build,
-# most of it the two tight periodic shapes' long runs.
+# Deterministic (fixed seeds). About 2.5 minutes on 2 cores after the build
+# (the held-out set 1.5), most of it the two tight periodic shapes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p punctual-analysis --example calibration
