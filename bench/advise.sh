@@ -67,7 +67,17 @@
 #     takes out (`fixes[].takes_out`); every fix that ties at that most is
 #     right. The expected fix is the first of those that can be applied at
 #     run time.
-# Needs root. About 2.5 minutes per setup and round at the default 60 s.
+# The records stay in the directory printed at the end: each run's
+# `check` record, advise record, verify record and the verified run's own
+# record (`--verified-json`), with judge.py (bench/advise-judge.py, the
+# rule and the printout the run used). bench/advise-rejudge.sh DIR judges
+# them again with another binary, without measuring.
+#
+# Needs root. At the default 60 s a setup and round takes 2.5 to 3
+# minutes, and 3.5 to 4.5 with AA=1 (from the file times of one AA=1 run
+# of fifo-noisy, rt-throttle and all, three rounds: 2.4 to 3.2 minutes
+# up to the verified run's end, 3.6 to 4.5 up to the A/A run's; `all`
+# takes the longest).
 #
 # usage: bench/advise.sh [SECONDS=60] [SETUPS=every] [ROUNDS=1]
 #   SETUPS          one or more of fifo-noisy disk-irq rt-throttle all
@@ -94,58 +104,10 @@ fi
 export PUNCTUAL SECS MAX_SPIKES
 OUT=$(mktemp -d)
 export OUT
-cat >"$OUT/judge.py" <<'PY'
-# The rule of the header: which fixes are right for a setup, from the
-# advise record. Prints the expected fix's id (`expected`), or the row.
-import json, os, sys
+# The rule and the printout: bench/advise-judge.py, kept with the run.
+cp bench/advise-judge.py "$OUT/judge.py"
 
-def planted_time(f, rec):
-    """Attributed ns of planted sources the fix takes out."""
-    comms = [c for c in (os.environ.get("ADVISE_NOISY_COMM"), os.environ.get("ADVISE_RTBUSY_COMM")) if c]
-    irq = os.environ.get("ADVISE_DISK_IRQ")
-    irq_names = {i["irq"]: i["name"] for i in rec.get("platform", {}).get("irqs", [])}
-    total = 0
-    for t in f.get("takes_out") or []:
-        k, n = t["kind"], t["name"]
-        if k == "thread" and n.split("/")[0] in comms:
-            total += t["total_ns"]
-        elif k == "throttle" and os.environ.get("ADVISE_RTBUSY_COMM"):
-            total += t["total_ns"]
-        elif k == "irq" and irq and n in (irq, irq_names.get(irq)):
-            total += t["total_ns"]
-    return total
-
-def for_planted(f):
-    """A fix for one planted cause (the single-cause setups' rule)."""
-    t = f["target"]
-    comms = [c for c in (os.environ.get("ADVISE_NOISY_COMM"), os.environ.get("ADVISE_RTBUSY_COMM")) if c]
-    irq = os.environ.get("ADVISE_DISK_IRQ")
-    if f["kind"] == "rt-runtime" and os.environ.get("ADVISE_RTBUSY_COMM"):
-        return True
-    if f["kind"] == "irq-affinity" and irq and str(t.get("irq")) == irq:
-        return True
-    return f["kind"] in ("priority", "thread-affinity") and any(c in f["id"] for c in comms)
-
-def right_set(setup, rec):
-    """The ids that are right at the top; None when not judged."""
-    fixes = rec.get("fixes") or []
-    if setup == "disk-irq" and not os.environ.get("ADVISE_DISK_IRQ"):
-        return None
-    if setup == "all":
-        most = max([planted_time(f, rec) for f in fixes] or [0])
-        return [f["id"] for f in fixes if most > 0 and planted_time(f, rec) == most]
-    return [f["id"] for f in fixes if for_planted(f)]
-
-def expected(setup, rec):
-    ok = set(right_set(setup, rec) or [])
-    return next((f["id"] for f in rec.get("fixes") or [] if f["id"] in ok and f["runtime_applicable"]), "")
-
-if __name__ == "__main__":
-    setup, path = sys.argv[1], sys.argv[2]
-    print(expected(setup, json.load(open(path))))
-PY
-
-printf '%-12s %5s %-36s %-6s %8s %-36s %4s %10s %10s %10s %-18s %5s %11s %8s\n' setup round top right? "top ms" "verified fix" rank "stolen p/o" "p99 p/o" "MTTF p/o" "MTTF obs 95% CI" "in CI" "others ms" left
+python3 "$OUT/judge.py" header
 for round in $(seq "$ROUNDS"); do
 for s in $SETUPS; do
   export RUN="$s.$round"
@@ -159,7 +121,7 @@ for s in $SETUPS; do
     env | grep ^ADVISE_ > "$R.env"
     echo "$id" > "$R.expected"
     [ -n "$id" ] || exit 0
-    "$PUNCTUAL" advise "$R.json" --top 1 --apply "$id" --verify --json "$R.verify.json" >"$R.verify.out" 2>&1 || exit 1
+    "$PUNCTUAL" advise "$R.json" --top 1 --apply "$id" --verify --json "$R.verify.json" --verified-json "$R.verified.json" >"$R.verify.out" 2>&1 || exit 1
     [ -n "${AA:-}" ] || exit 0
     prof=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[\"fixes\"][0][\"now\"][\"profiles\"][0][\"profile\"])" "$R.advise.json")
     "$PUNCTUAL" check --cpus 1 --duration "${SECS}s" --max-spikes "$MAX_SPIKES" --cause --json "$R.aa.json" >"$R.aa.check.out" 2>&1 || exit 1
@@ -168,122 +130,8 @@ for s in $SETUPS; do
   status=$?
   set -e
   left=$([ $status -eq 3 ] && echo CHANGED || echo none)
-  python3 - "$s" "$round" "$OUT" "$left" <<'PY'
-import json, math, os, sys
-name, rnd, out, left = sys.argv[1:5]
-run = f"{name}.{rnd}"
-sys.path.insert(0, out)
-try:
-    for l in open(f"{out}/{run}.env"):
-        k, _, v = l.rstrip("\n").partition("=")
-        os.environ[k] = v
-except OSError:
-    pass
-import judge
-def load(p):
-    try:
-        return json.load(open(p))
-    except Exception:
-        return None
-a = load(f"{out}/{run}.advise.json") or {}
-fixes = a.get("fixes") or []
-try:
-    want = open(f"{out}/{run}.expected").read().strip()
-except OSError:
-    want = ""
-top = fixes[0]["id"] if fixes else "(no fix)"
-ok = judge.right_set(name, a) if fixes else None
-right = "n/j" if ok is None else ("yes" if top in ok else "no")
-v = load(f"{out}/{run}.verify.json") or {}
-f = next((f for f in v.get("fixes") or [] if f["id"] == want), None)
-def ratio(p, o):
-    return p / o if p and o else None
-ratios = {"stolen": None, "p99": None, "mttf": None}
-ci, in_ci = None, None
-if f and f.get("observed"):
-    p, o = f["predicted"], f["observed"]
-    ratios = {"stolen": ratio(p.get("stolen_fraction"), o.get("stolen_fraction")),
-              "p99": ratio(p["p99_ns"], o["p99_ns"]),
-              "mttf": ratio(p.get("mttf_s"), o.get("mttf_s"))}
-    if o.get("ci_s") and p.get("mttf_s"):
-        lo, hi = o["ci_s"]
-        ci = [lo, hi]
-        in_ci = lo <= p["mttf_s"] and (hi is None or p["mttf_s"] <= hi)
-def secs(x):
-    if x is None:
-        return "inf"
-    return "%.3gms" % (x * 1e3) if x < 1 else "%.3gs" % x
-cells = ["%.2f" % r if r is not None else "-" for r in ratios.values()]
-ci_cell = "%s-%s" % (secs(ci[0]), secs(ci[1])) if ci else "-"
-rank = next((str(i + 1) for i, x in enumerate(fixes) if x["id"] == want), "-")
-planted = "%.0f" % (judge.planted_time(fixes[0], a) / 1e6) if fixes else "-"
-others = "-"
-if f and f.get("observed_sources") is not None:
-    gone = {(t["kind"], t["name"]) for t in f.get("takes_out") or []}
-    cpu = f["cpu"]
-    named = {}
-    for sp in v.get("spikes") or []:
-        for c in sp["causes"] if sp["cpu"] == cpu else []:
-            named[(c["kind"], c["name"])] = named.get((c["kind"], c["name"]), 0) + c["total_ns"]
-    for st in v.get("stolen") or []:
-        for b in st["by_source"] if st["cpu"] == cpu else []:
-            named[(b["kind"], b["name"])] = named.get((b["kind"], b["name"]), 0) + b["total_ns"]
-    largest = sorted(named.items(), key=lambda kv: -kv[1])[:len(f["observed_sources"]) or 16]
-    rec_ns = sum(t for k, t in largest if k not in gone)
-    ver_ns = sum(o["total_ns"] for o in f["observed_sources"] if (o["kind"], o["name"]) not in gone)
-    others = "%.0f/%.0f" % (rec_ns / 1e6, ver_ns / 1e6)
-print("%-12s %5s %-36s %-6s %8s %-36s %4s %10s %10s %10s %-18s %5s %11s %8s" % (
-    name, rnd, top[:36], right, planted, (want or "(none offered)")[:36], rank, *cells, ci_cell,
-    "-" if in_ci is None else ("yes" if in_ci else "no"), others, left))
-aa, aa_in_ci = None, None
-rep = load(f"{out}/{run}.aa.advise.json")
-if rep is not None and fixes:
-    n1 = fixes[0]["now"]
-    n2 = next((g["now"] for g in rep.get("fixes") or [] if g["cpu"] == fixes[0]["cpu"]), None)
-    if n2:
-        aa = {"stolen": ratio(n1.get("stolen_fraction"), n2.get("stolen_fraction")),
-              "p99": ratio(n1["p99_ns"], n2["p99_ns"]),
-              "mttf": ratio(n1.get("mttf_s"), n2.get("mttf_s"))}
-        if n2.get("ci_s") and n1.get("mttf_s"):
-            lo, hi = n2["ci_s"]
-            aa_in_ci = lo <= n1["mttf_s"] and (hi is None or n1["mttf_s"] <= hi)
-        print("%-12s %5s A/A, nothing changed: now/again stolen %s, p99 %s, MTTF %s (in the again run's CI: %s)" % (
-            name, rnd, *["%.2f" % r if r is not None else "-" for r in aa.values()],
-            "-" if aa_in_ci is None else ("yes" if aa_in_ci else "no")))
-with open(f"{out}/rows.jsonl", "a") as fh:
-    fh.write(json.dumps({"setup": name, "round": int(rnd), "right": right, "ratios": ratios,
-                         "mttf_ci_s": ci, "in_ci": in_ci, "left": left,
-                         "aa": aa, "aa_in_ci": aa_in_ci}) + "\n")
-PY
+  python3 "$OUT/judge.py" row "$s" "$round" "$OUT" "$left"
 done
 done
-python3 - "$OUT" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(f"{sys.argv[1]}/rows.jsonl")]
-judged = [r for r in rows if r["right"] in ("yes", "no")]
-print(f"\ntotals of this run ({len(rows)} setup runs, {len(judged)} judged):")
-print(f"  right first          {sum(r['right'] == 'yes' for r in judged)} of {len(judged)}")
-k = n = 0
-for fig in ("stolen", "p99", "mttf"):
-    rs = [r["ratios"][fig] for r in judged if r["ratios"][fig] is not None]
-    w = sum(0.5 <= x <= 2 for x in rs)
-    k, n = k + w, n + len(rs)
-    print(f"  {fig:<8} within x2   {w} of {len(rs)}")
-print(f"  overall within x2    {k} of {n}" + (f" ({100 * k / n:.0f} %; goal >= 80 %)" if n else ""))
-c = [r["in_ci"] for r in judged if r["in_ci"] is not None]
-print(f"  MTTF in verified CI  {sum(c)} of {len(c)}")
-print(f"  left changed         {sum(r['left'] != 'none' for r in rows)} of {len(rows)}")
-aa = [r for r in rows if r.get("aa")]
-if aa:
-    print(f"A/A, nothing changed ({len(aa)} runs; the machine's own spread, judges nothing):")
-    k = n = 0
-    for fig in ("stolen", "p99", "mttf"):
-        rs = [r["aa"][fig] for r in aa if r["aa"][fig] is not None]
-        w = sum(0.5 <= x <= 2 for x in rs)
-        k, n = k + w, n + len(rs)
-        print(f"  {fig:<8} within x2   {w} of {len(rs)}")
-    print(f"  overall within x2    {k} of {n}")
-    c = [r["aa_in_ci"] for r in aa if r["aa_in_ci"] is not None]
-    print(f"  MTTF in again's CI   {sum(c)} of {len(c)}")
-PY
+python3 "$OUT/judge.py" totals "$OUT"
 echo "records and outputs in $OUT"

@@ -1335,7 +1335,10 @@ fn irq_affinity(rec: &Record, cpu: u32, named: &[Named], n: &Named, to: &Elsewhe
 
 /// Move the thread `n` to the other CPUs, and lower it below the task
 /// when it ran at or above the task's priority. Per-CPU kernel threads
-/// and interrupt threads get neither (they move with their interrupt).
+/// get neither. An interrupt's thread (PREEMPT_RT's `irq/N-name`) is not
+/// moved, since it follows its interrupt's affinity (the `irq-affinity`
+/// fix moves both), but it can be lowered: at FIFO 50 by default it
+/// outranks a task below that.
 fn thread_fixes(
     cpu: u32,
     n: &Named,
@@ -1345,10 +1348,11 @@ fn thread_fixes(
 ) -> Vec<Candidate> {
     let mut out = Vec::new();
     let (comm, tid) = comm_tid(&n.name);
-    if per_cpu_kthread(&comm) || comm.starts_with("irq/") {
+    if per_cpu_kthread(&comm) {
         return out;
     }
-    if let Some(first) = to.first {
+    let irq_thread = comm.starts_with("irq/");
+    if let Some(first) = to.first.filter(|_| !irq_thread) {
         let to_cpus = &to.cpus;
         let to = &to.list;
         // The thread by tid when the attribution named it,
@@ -1426,17 +1430,34 @@ fn thread_fixes(
                     n.name,
                     Nanos(n.total_ns)
                 ),
-                cost: format!(
-                    "no CPU given up; {comm} waits while the task runs (it used {} \
-                     of CPU {cpu})",
-                    pct(n.cpu_fraction)
-                ),
+                cost: if irq_thread {
+                    format!(
+                        "no CPU given up; the interrupt's handling ({comm}) waits while \
+                         the task runs, so its device waits longer (it used {} of CPU {cpu})",
+                        pct(n.cpu_fraction)
+                    )
+                } else {
+                    format!(
+                        "no CPU given up; {comm} waits while the task runs (it used {} \
+                         of CPU {cpu})",
+                        pct(n.cpu_fraction)
+                    )
+                },
                 cost_cpu_fraction: 0.0,
                 runtime_applicable: tid.is_some(),
-                permanent_how: format!(
-                    "in the systemd unit that starts {comm} (systemctl edit UNIT):\n\
-                     [Service]\nCPUSchedulingPolicy=fifo\nCPUSchedulingPriority={new}"
-                ),
+                permanent_how: if irq_thread {
+                    format!(
+                        "{comm} is the kernel's, started with its interrupt: lower it at \
+                         boot from a oneshot unit after the device is up:\n\
+                         [Service]\nType=oneshot\n\
+                         ExecStart=/bin/sh -c 'chrt -f -p {new} $(pgrep -x \"{comm}\")'"
+                    )
+                } else {
+                    format!(
+                        "in the systemd unit that starts {comm} (systemctl edit UNIT):\n\
+                         [Service]\nCPUSchedulingPolicy=fifo\nCPUSchedulingPriority={new}"
+                    )
+                },
                 change: Change::Remove(vec![(n.kind.clone(), n.name.clone())]),
             });
         }
@@ -2909,6 +2930,40 @@ mod tests {
             .profiles
             .iter()
             .all(|p| p.state != VerdictState::Meets));
+    }
+
+    /// On PREEMPT_RT an interrupt's handler runs in a thread (FIFO 50 by
+    /// default) that follows its interrupt's affinity: above a task at
+    /// FIFO 40 it is offered lowered below the task, with its time taken
+    /// out, and never moved as a thread.
+    #[test]
+    fn an_interrupt_thread_above_the_task_is_lowered_not_moved() {
+        let text = serde_json::to_string(&record())
+            .unwrap()
+            .replace("hog/42", "irq/36-eth0/120")
+            .replace("\"rt99\"", "\"rt50\"")
+            .replace("fifo:95", "fifo:40");
+        let r: Record = serde_json::from_str(&text).unwrap();
+        let a = advise(&r, &profiles(), true).unwrap();
+        let prio = a
+            .fixes
+            .iter()
+            .find(|f| f.kind == "priority")
+            .expect("a priority fix for the interrupt's thread");
+        assert_eq!(prio.target["tid"], json!(120));
+        assert_eq!(prio.target["prio"], json!(39));
+        assert!(prio.gain_log10 > 1.0, "{prio:?}");
+        assert!(prio.predicted.p99_ns < prio.now.p99_ns);
+        assert!(prio.permanent_how.contains("chrt -f -p 39"), "{prio:?}");
+        assert!(!a
+            .fixes
+            .iter()
+            .any(|f| f.kind == "thread-affinity" && f.id.contains("irq-36")));
+        // The same thread below the task gets no priority fix.
+        let r: Record = serde_json::from_str(&text.replace("fifo:40", "fifo:95")).unwrap();
+        assert!(!candidates(&r, 1, &profiles())
+            .iter()
+            .any(|c| c.kind == "priority"));
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub struct Args {
     /// make it permanent.
     #[arg(long, requires = "apply")]
     pub keep: bool,
+    /// With --verify: also write the second run's own record here. Its
+    /// observed figures are a forecast too, so keeping what was measured
+    /// lets a later model read both sides again.
+    #[arg(long, value_name = "PATH", requires = "verify")]
+    pub verified_json: Option<PathBuf>,
 }
 
 /// The profiles asked for, and whether only the failing ones are kept.
@@ -106,6 +111,7 @@ pub fn run(a: Args) -> CliResult {
         return Err(CliError::usage("--top 0 shows nothing; give at least 1"));
     }
     opts::check_output("--json", &a.json)?;
+    opts::check_output("--verified-json", &a.verified_json)?;
     if a.json.is_some() && a.records.len() > 1 {
         return Err(CliError::usage(
             "--json writes one record with its fixes; give one RECORD with it",
@@ -148,7 +154,7 @@ pub fn run(a: Args) -> CliResult {
             punctual_report::text::advise::advise_text(&rec, &adv.now, &adv.remainder, a.top)
         );
         if let Some(id) = &a.apply {
-            verify(&mut rec, id, &profs, a.keep)?;
+            verify(&mut rec, id, &profs, a.keep, &a.verified_json)?;
         }
         write_json(&rec, &a.json)?;
     }
@@ -275,7 +281,13 @@ fn remedy_of(f: &punctual_record::Fix) -> CliResult<Remedy> {
 /// measures again as the record was measured, reads the new record the
 /// way the prediction was read, prints both, keeps them in `fixes[]`,
 /// and undoes the fix unless `keep`.
-fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResult {
+fn verify(
+    rec: &mut Record,
+    id: &str,
+    profs: &[Profile],
+    keep: bool,
+    verified_json: &Option<PathBuf>,
+) -> CliResult {
     let Some(i) = rec.fixes.iter().position(|f| f.id == id) else {
         let ids: Vec<&str> = rec.fixes.iter().map(|f| f.id.as_str()).collect();
         return Err(CliError::usage(format!(
@@ -291,7 +303,7 @@ fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResul
         )));
     }
     if let Remedy::Reservation { budget, period } = remedy {
-        return verify_reservation(rec, i, budget, period, profs, keep);
+        return verify_reservation(rec, i, budget, period, profs, keep, verified_json);
     }
     let again = punctual_measure::again::again(rec, &Default::default())?;
     let stop = crate::interrupt::stop_flag();
@@ -329,6 +341,7 @@ fn verify(rec: &mut Record, id: &str, profs: &[Profile], keep: bool) -> CliResul
     fix.observed = Some(observed);
     fix.observed_sources = advise::attributed(&second, fix.cpu, OBSERVED_SOURCES);
     print!("{}", punctual_report::text::advise::verify_text(fix));
+    write_json(&second, verified_json)?;
     if keep {
         println!("kept; to make it permanent:");
         for l in remedy.permanent_how().lines() {
@@ -363,6 +376,7 @@ fn verify_reservation(
     period: Nanos,
     profs: &[Profile],
     keep: bool,
+    verified_json: &Option<PathBuf>,
 ) -> CliResult {
     let id = rec.fixes[i].id.clone();
     if keep {
@@ -430,6 +444,7 @@ fn verify_reservation(
     fix.observed = Some(advise::figures(&second, fix.cpu, &asked));
     fix.observed_sources = advise::attributed(&second, fix.cpu, OBSERVED_SOURCES);
     print!("{}", punctual_report::text::advise::verify_text(fix));
+    write_json(&second, verified_json)?;
     println!("ended with the probe: the machine is as it was before --apply");
     Ok(())
 }

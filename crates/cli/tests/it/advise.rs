@@ -318,6 +318,7 @@ fn apply_verify_measures_again_and_puts_the_knob_back() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = dir.path().join("v.json");
+    let second = dir.path().join("second.json");
     let o = advise(&[
         rec.to_str().unwrap(),
         "--apply",
@@ -325,6 +326,8 @@ fn apply_verify_measures_again_and_puts_the_knob_back() {
         "--verify",
         "--json",
         out.to_str().unwrap(),
+        "--verified-json",
+        second.to_str().unwrap(),
     ]);
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     let err = String::from_utf8_lossy(&o.stderr).to_string();
@@ -344,6 +347,18 @@ fn apply_verify_measures_again_and_puts_the_knob_back() {
         .unwrap();
     let o = f.observed.as_ref().expect("observed figures written");
     assert!(o.stolen_fraction.is_some());
+    // The second run's own record is kept, and the observed figures are
+    // read from it: a later model can read them again.
+    let s = Record::read(&second).unwrap();
+    assert_eq!(s.kind, v.kind);
+    assert!(
+        s.fixes.is_empty(),
+        "the measured record, not the advised one"
+    );
+    assert_eq!(
+        s.stolen.iter().find(|x| x.cpu == f.cpu).map(|x| x.fraction),
+        o.stolen_fraction
+    );
     // The second run was traced as the first, and what it attributed is
     // kept, largest first. (Not that throttling is gone: on 6.12 and
     // later the fair server makes the same gaps with the knob at -1.)
