@@ -44,6 +44,16 @@ CPU time rather than wall time: on a shared machine a run of a few
 milliseconds waits for a CPU, and for the disk when the record is synced,
 as long as it computes, which says nothing about either simulator.
 
+Repetitions: every run is a fresh process on both sides (no warm-up).
+ROUNDS alternating rounds at least; where punctual's timed run is shorter
+than SHORT_S (2 ms), the `sim` pair (one SimSo run, one punctual run, so
+both sides equally) is repeated until punctual's runs add up to SHORT_S,
+at most SHORT_MAX (30) times, and each side's median is taken over all of
+them, as hyperfine repeats a short command: a run of 50-90 us is now and
+then slowed by half or more (bench/simso/scatter.py). The `proc` runs,
+100x longer, stay at ROUNDS. The last column of a row is the number of
+`sim` pairs.
+
 With --late continue, late jobs run on instead (SimSo's abort_on_miss =
 False, punctual's default) and punctual orders equal EDF deadlines and
 equal priorities as SimSo does (sim.edf_ties = "ready", sim.priority_ties
@@ -56,6 +66,7 @@ Usage: compare.py WORKDIR PUNCTUAL_BIN SIMSO_PYTHON [--rounds R]
 Exit status 1 when any outcome differs.
 """
 import json
+import math
 import os
 import random
 import re
@@ -114,6 +125,27 @@ def simso(py, js, policy, late="abort"):
     return d["cpu_s"], d["tasks"]
 
 
+# A timed run shorter than SHORT_S (punctual's runs of the sets with
+# fewest jobs last 50-90 us) is repeated, on both sides alike, until
+# punctual's timed runs of the set add up to SHORT_S, at most SHORT_MAX
+# times each. A fresh process's run that short is now and then slowed by
+# half or more (a timer interrupt, a cold cache or TLB entry): the median
+# of three such runs could land on a slow one, and the minimum over 40
+# sets reported that run's scatter rather than the simulator
+# (bench/simso/scatter.py shows it for one set).
+SHORT_S = 0.002
+SHORT_MAX = 30
+
+
+def short_rounds(p_sim):
+    """Rounds a set's `sim` pair needs: enough that punctual's runs add up
+    to SHORT_S at their median so far, at most SHORT_MAX."""
+    if not p_sim:
+        return 0
+    m = statistics.median(p_sim)
+    return min(SHORT_MAX, math.ceil(SHORT_S / max(m, 1e-9)))
+
+
 def job_events(tasks):
     return sum(t["releases"] + t["jobs"] for t in tasks.values())
 
@@ -154,11 +186,12 @@ def main():
     print(f"{seeds} sets x ({', '.join(p.upper() for p in policies)}), "
           f"{duration_s} s simulated, late jobs "
           f"{how}; totals SimSo/punctual; speed in CPU time, medians of "
-          f"{rounds} alternating rounds: sim = both runs alone over "
+          f"{rounds} alternating rounds (more for runs under "
+          f"{SHORT_S * 1e3:g} ms, last column): sim = both runs alone over "
           f"{duration_s} s, +build = punctual's with building its machine, "
           f"proc = punctual's whole process over {long}")
     print(f"{'set':16} {'pol':3} {'jobs':>13} {'misses':>11} {'aborted':>11} "
-          f"{'preempt':>13} same  {'sim':>7} {'+build':>7} {'proc':>7}")
+          f"{'preempt':>13} same  {'sim':>7} {'+build':>7} {'proc':>7} {'n':>3}")
     all_same = True
     ratios = {p: [] for p in POLICIES}
     sim_ratios = {p: [] for p in POLICIES}
@@ -175,16 +208,18 @@ def main():
             s_cpu, p_cpu, p_sim, p_build = [], [], [], []
             st = pt = None
             ev_long = 0
-            for r in range(max(rounds, 1)):
+            r = 0
+            while r < max(rounds, 1) or (rounds > 0 and r < short_rounds(p_sim)):
                 sw, st = simso(py, js, policy, late)
                 s_cpu.append(sw)
                 _, (ps, pb), pt = punctual(binary, toml, late=late)
                 p_sim.append(ps)
                 p_build.append(pb)
-                if rounds > 0:
+                if r < rounds:
                     pw, _, lt = punctual(binary, toml, long, late)
                     p_cpu.append(pw)
                     ev_long = job_events(lt)
+                r += 1
             diff = [(t, f, st[t][f], pt[t].get(f, 0)) for t in st
                     for f in FIELDS if st[t][f] != pt[t].get(f, 0)]
             same = not diff
@@ -198,14 +233,15 @@ def main():
                 sim_ratios[policy].append(rp / rs)
                 rb = job_events(pt) / statistics.median(p_build)
                 build_ratios[policy].append(rb / rs)
-                ratio = f"{rp / rs:,.0f}x {rb / rs:>7,.0f}x {rl / rs:>7,.0f}x"
+                ratio = (f"{rp / rs:,.0f}x {rb / rs:>7,.0f}x {rl / rs:>7,.0f}x "
+                         f"{len(p_sim):>3}")
             tot = {f: (sum(st[t][f] for t in st), sum(pt[t].get(f, 0) for t in st))
                    for f in FIELDS}
             cols = " ".join(
                 f"{'%d/%d' % tot[f]:>{13 if f in ('jobs', 'preemptions') else 11}}"
                 for f in ("jobs", "deadline_misses", "aborted", "preemptions"))
             print(f"{name:16} {policy:3} {cols} {'yes' if same else 'NO ':4} "
-                  f"{ratio:>23}", flush=True)
+                  f"{ratio:>27}", flush=True)
             for t, f, a, b in diff[:8]:
                 print(f"    {t}.{f}: simso {a} punctual {b}")
     if rounds > 0:

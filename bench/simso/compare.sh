@@ -11,7 +11,12 @@
 # summary; neither's process start, parse nor output), `+build`, punctual's
 # run with building its machine against the same SimSo time, and `proc`,
 # punctual's whole process over a 100x longer run; then the minimum and
-# median of each.
+# median of each. Every run is a fresh process on both sides; where
+# punctual's timed run is under 2 ms, the `sim` pair (a SimSo run and a
+# punctual run) is repeated until punctual's runs add up to 2 ms, at most
+# 30 times, and each side's median is taken over all of them (a run of
+# 50-90 us is now and then slowed by half or more:
+# bench/simso/scatter.py).
 # LATE = continue lets late jobs run on instead (SimSo's abort_on_miss =
 # False) with punctual's sim.edf_ties and sim.priority_ties = "ready",
 # SimSo's tie rules.

@@ -545,6 +545,19 @@ fn add_interval_and_cache_bin(cpu: &mut Cpu, start: Nanos, len: Nanos) {
     cpu.bin = tl.kept_bin(start).unwrap_or((Nanos::ZERO, Nanos::ZERO, 0));
 }
 
+/// One part of each element of `v`, in a vector of its own. Not
+/// `v.into_iter().map(part).collect()`: that reuses `v`'s buffer (the
+/// standard library's in-place collection), moving each part down over
+/// the rest of its element and then shrinking the buffer by a reallocation
+/// that copies it again; for the outcome's task statistics that was 2% of
+/// a short run's instructions. A fresh vector of the right length takes
+/// one copy of each part.
+fn parts<T, U>(v: Vec<T>, part: impl FnMut(T) -> U) -> Vec<U> {
+    let mut out = Vec::with_capacity(v.len());
+    out.extend(v.into_iter().map(part));
+    out
+}
+
 /// An exponential gap of mean `mean_ns` (callers keep `1e9 / rate` rather
 /// than dividing at every arrival).
 #[inline]
@@ -1700,13 +1713,13 @@ impl Sim {
             interrupted,
             events: self.events,
             picks: self.picks,
-            tasks: self.tasks.into_iter().map(|t| t.stats).collect(),
+            tasks: parts(self.tasks, |t| t.stats),
             sources: self.sources,
-            cpus: self.cpus.into_iter().map(|c| c.stolen).collect(),
+            cpus: parts(self.cpus, |c| c.stolen),
             periods: self.periods,
             periods_dropped: self.periods_dropped,
             period_totals: self.period_totals,
-            streams: self.streams.into_iter().map(|s| s.stats).collect(),
+            streams: parts(self.streams, |s| s.stats),
             spikes: self.spikes,
             spikes_dropped: self.spikes_dropped,
             trace: self.trace.unwrap_or_default(),

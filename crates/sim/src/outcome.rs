@@ -205,6 +205,9 @@ impl TimelineLog {
             return;
         }
         let end = Nanos((start.0 + len.0).min(self.window.0));
+        if self.slices.len() == self.slices.capacity() {
+            self.grow();
+        }
         self.slices.push(TimelineSlice {
             cpu: cpu as u32,
             track: track.clone(),
@@ -214,7 +217,21 @@ impl TimelineLog {
             len: end - start,
         });
     }
+
+    /// Room for more slices: [`TIMELINE_FIRST`] at first, then double.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let room = self.slices.capacity().max(TIMELINE_FIRST);
+        self.slices
+            .reserve_exact(room.min(TIMELINE_CAP - self.slices.len()));
+    }
 }
+
+/// Slices the log makes room for at its first: a short run's log grew from
+/// 4 by doubling, seven reallocations that copied up to 128 slices each
+/// (1% of a 2 s run of a 21-task set). 256 slices are 18 KB.
+const TIMELINE_FIRST: usize = 256;
 
 /// Everything a run produced.
 pub struct Outcome {
