@@ -10,7 +10,7 @@
 #   judge.py totals OUT                     the totals of OUT/rows.jsonl
 #   judge.py rejudge SETUP ROUND KEPT NEW   a kept run's row again from NEW's
 #                                           advise records (bench/advise-rejudge.sh)
-import json, os, sys
+import json, math, os, sys
 
 FIGURES = ("stolen", "p99", "mttf")
 ROW = "%-12s %5s %-36s %-6s %8s %-36s %4s %10s %10s %10s %-18s %5s %11s %8s"
@@ -227,6 +227,16 @@ def observed_again(fix, again):
     return dict(n)
 
 
+def alike(a, b):
+    """Equal, ratios to a relative 1e-9: a stationary solve reached another
+    way rounds its last digits differently, and that is not a new figure."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(alike(a[k], b[k]) for k in a)
+    return a == b
+
+
 def rejudge(name, rnd, kept, new):
     """A kept run read again: the advise record made afresh (NEW), the fix
     that was verified and what it measured (KEPT). The verified fix keeps
@@ -271,7 +281,7 @@ def rejudge(name, rnd, kept, new):
     if want and now_expects != want:
         notes.append(f"the expected fix is now {now_expects or '(none)'}, not the verified one")
     as_run = next((r for r in rows_of(kept) if r["setup"] == name and r["round"] == int(rnd)), None)
-    same = as_run is not None and all(as_run.get(k) == entry.get(k) for k in ("right", "ratios", "in_ci", "aa", "aa_in_ci"))
+    same = as_run is not None and all(alike(as_run.get(k), entry.get(k)) for k in ("right", "ratios", "in_ci", "aa", "aa_in_ci"))
     entry["as_run"] = same
     print("\n".join(lines))
     for n in notes:

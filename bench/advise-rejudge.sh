@@ -19,7 +19,9 @@
 #   - the fix that was verified stays the one measured. Where the fresh
 #     ranking expects another fix, the row says so: the verified pair then
 #     says nothing about the fix the new binary would apply.
-# A row that differs from the run's own is followed by the run's figures
+# A row that differs from the run's own (ratios beyond a relative 1e-9,
+# the last digits a solve reached another way rounds differently) is
+# followed by the run's figures
 # (`as run:`); the last line counts the rows that came out as run. Read
 # with the binary that made the run, every row comes out as run (the
 # mode's own check).
