@@ -43,7 +43,9 @@
 # that overlapped it), the rest's rate by length;
 # CAL_REST=RATE,MEAN (e.g. 4,500us): the rest replaced by Poisson stalls
 # of that rate and exponential mean; CAL_BURST_CAP=F (e.g. 1.1): the
-# bursts' lengths above F × their median dropped (diagnostics of where
+# bursts' lengths above F × their median dropped, and with
+# CAL_TAIL_TO_REST=1 handed to the rest as the part of each that outlasts
+# the burst's median (diagnostics of where
 # the tight shapes' high bias comes from, docs/forecast.md §3.3).
 # Prints a markdown table: coverage of the nominal 95%
 # interval (with its own Wilson interval, and beside it the coverage the

@@ -675,7 +675,14 @@ fn phase_diagnostic() -> PhaseDiagnostic {
                 )
             })
     });
-    PhaseDiagnostic { rest, burst_cap }
+    // CAL_TAIL_TO_REST=1 (with CAL_BURST_CAP): the dropped lengths go to
+    // the rest, as the part of each that outlasts the burst.
+    let tail_to_rest = std::env::var_os("CAL_TAIL_TO_REST").is_some();
+    PhaseDiagnostic {
+        rest,
+        burst_cap,
+        tail_to_rest,
+    }
 }
 
 /// The interval on the count of underrun-sized events: Garwood's, as

@@ -381,6 +381,9 @@ pub struct PhaseDiagnostic {
     /// The bursts' lengths above this multiple of their median dropped:
     /// the record's unions of a burst and a stall that overlapped it.
     pub burst_cap: Option<f64>,
+    /// With `burst_cap`: the dropped lengths handed to the rest instead,
+    /// as Poisson stalls of the part that outlasts the burst's median.
+    pub tail_to_rest: bool,
 }
 
 impl StallTimes {
@@ -885,6 +888,30 @@ impl Renewal {
                             acc >= 0.5
                         })
                         .map_or(0.0, |&(y, _)| y);
+                    if times.diagnostic.tail_to_rest {
+                        let moved: Vec<(f64, f64)> = burst
+                            .iter()
+                            .filter(|&&(y, _)| y > f * median)
+                            .map(|&(y, sh)| (y - median, sh * burst_sum))
+                            .collect();
+                        let add: f64 = moved.iter().map(|(_, r)| r).sum();
+                        let r0 = rest.stalls.rate_per_s;
+                        let total = r0 + add;
+                        if total > 0.0 {
+                            let mut lengths: Vec<(f64, f64)> = rest
+                                .stalls
+                                .lengths
+                                .iter()
+                                .map(|&(y, sh)| (y, sh * r0 / total))
+                                .chain(moved.iter().map(|&(y, r)| (y, r / total)))
+                                .collect();
+                            lengths.sort_by(|a, b| a.0.total_cmp(&b.0));
+                            rest.stalls.mean_ns = lengths.iter().map(|(y, sh)| y * sh).sum();
+                            rest.stalls.rate_per_s = total;
+                            rest.stalls.time_fraction = total * rest.stalls.mean_ns / 1e9;
+                            rest.stalls.lengths = lengths;
+                        }
+                    }
                     burst.retain(|&(y, _)| y <= f * median);
                     let kept: f64 = burst.iter().map(|(_, sh)| sh).sum();
                     burst.iter_mut().for_each(|(_, sh)| *sh /= kept);
