@@ -37,6 +37,16 @@
 # that meets another stall waits and then takes its whole length, instead
 # of overlapping it (a diagnostic of the truth: with SEEDS 0, how many true
 # underruns hang on overlapping stalls; docs/forecast.md §3.3).
+# CAL_SHOW=1 also prints, where the periodic phase model is used, its
+# split of each record's stall model: the bursts' rate and lengths (and
+# those longer than 1.1 × their median: unions of a burst and a stall
+# that overlapped it), the rest's rate by length;
+# CAL_REST=RATE,MEAN (e.g. 4,500us): the rest replaced by Poisson stalls
+# of that rate and exponential mean; CAL_BURST_CAP=F (e.g. 1.1): the
+# bursts' lengths above F × their median dropped, and with
+# CAL_TAIL_TO_REST=1 handed to the rest as the part of each that outlasts
+# the burst's median (diagnostics of where
+# the tight shapes' high bias comes from, docs/forecast.md §3.3).
 # Prints a markdown table: coverage of the nominal 95%
 # interval (with its own Wilson interval, and beside it the coverage the
 # same interval on a count would reach if each record's own count of

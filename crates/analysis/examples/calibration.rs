@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use punctual_analysis::buffer::{mttf, underrun_count_ci95, Buffering, Compute, CountInterval};
 use punctual_analysis::forecast::TailModel;
+use punctual_analysis::queue::PhaseDiagnostic;
 use punctual_analysis::verdict::state_of;
 use punctual_analysis::VerdictState;
 use punctual_record::Record;
@@ -525,6 +526,13 @@ fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
         m = m.with_record_spikes(rec, s);
     }
     m.count_interval = count_interval();
+    // CAL_REST=RATE,MEAN (e.g. 4,500us) and CAL_BURST_CAP=F (e.g. 1.1):
+    // diagnostics of the periodic phase model's split (docs/forecast.md
+    // §3.3), the rest replaced by the shape's own Poisson stalls, or the
+    // bursts' lengths above F × their median dropped.
+    if let Some(st) = m.stall_times.as_mut() {
+        st.diagnostic = phase_diagnostic();
+    }
     // CAL_BOOT_FROM=X: the stall model's bootstrap holds the wake-ups
     // below X as recorded (a diagnostic: which wake-ups the interval's
     // width comes from; docs/forecast.md §3.5).
@@ -558,12 +566,123 @@ fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
             s.histogram.bucket_ns,
             r.assumptions.join("\n  ")
         );
+        // The periodic phase model's split of the stall model into the
+        // source's bursts and the Poisson rest (docs/forecast.md §3.3):
+        // each part's rate and mean length, and the bursts' lengths by
+        // quantile, to set against the shape's own.
+        if let Some(ph) = r.queue.renewal.as_ref().and_then(|w| w.phase.as_ref()) {
+            let rest = &ph.rest.stalls;
+            let burst_rate = r.queue.stalls.rate_per_s - rest.rate_per_s;
+            let burst_mean: f64 = ph.burst.iter().map(|(y, s)| y * s).sum();
+            let quantile = |q: f64| {
+                let mut acc = 0.0;
+                for &(y, s) in &ph.burst {
+                    acc += s;
+                    if acc >= q {
+                        return y;
+                    }
+                }
+                f64::NAN
+            };
+            let rest_below = |x: f64| -> f64 {
+                rest.lengths
+                    .iter()
+                    .filter(|(y, _)| *y < x)
+                    .map(|(_, s)| s)
+                    .sum()
+            };
+            let rest_in = |a: f64, b: f64| -> f64 {
+                rest.rate_per_s
+                    * rest
+                        .lengths
+                        .iter()
+                        .filter(|(y, _)| a <= *y && *y < b)
+                        .map(|(_, s)| s)
+                        .sum::<f64>()
+            };
+            eprintln!(
+                "  rest per second by length: <200 µs {:.2}, 200-900 µs {:.2}, 900-1100 µs {:.2}, >=1100 µs {:.2}",
+                rest_in(0.0, 200e3),
+                rest_in(200e3, 900e3),
+                rest_in(900e3, 1100e3),
+                rest_in(1100e3, f64::INFINITY),
+            );
+            let median = quantile(0.5);
+            let long: Vec<(f64, f64)> = ph
+                .burst
+                .iter()
+                .filter(|(y, _)| *y > 1.1 * median)
+                .copied()
+                .collect();
+            let long_share: f64 = long.iter().map(|(_, s)| s).sum();
+            let long_mean = long.iter().map(|(y, s)| y * s).sum::<f64>() / long_share.max(1e-300);
+            eprintln!(
+                "  bursts longer than 1.1 × their median: {:.2}/s ({:.2} % of them) of mean {:.0} µs",
+                burst_rate * long_share,
+                100.0 * long_share,
+                long_mean / 1e3,
+            );
+            eprintln!(
+                "  split: bursts {burst_rate:.1}/s of mean {:.0} µs (p10 {:.0}, p50 {:.0}, p90 {:.0} µs); rest {:.2}/s of mean {:.0} µs ({:.0} % of it shorter than 200 µs, {:.0} % longer than 900 µs), stalled wake-up factor {:.2}",
+                burst_mean / 1e3,
+                quantile(0.1) / 1e3,
+                quantile(0.5) / 1e3,
+                quantile(0.9) / 1e3,
+                rest.rate_per_s,
+                rest.mean_ns / 1e3,
+                100.0 * rest_below(200e3),
+                100.0 * (1.0 - rest_below(900e3)),
+                ph.rest.stalled_wakeup_factor,
+            );
+        }
     }
     Some((
         r.underrun_rate_per_s,
         r.rate_ci_low_per_s,
         r.rate_ci_high_per_s,
     ))
+}
+
+/// The periodic phase model's diagnostics from `CAL_REST` and
+/// `CAL_BURST_CAP`; bad values end the run with one sentence and status 2.
+fn phase_diagnostic() -> PhaseDiagnostic {
+    let bad = |what: &str, v: &str| -> ! {
+        eprintln!("{what}, not {v:?}");
+        std::process::exit(2)
+    };
+    let rest = std::env::var("CAL_REST").ok().map(|v| {
+        let parsed = v.split_once(',').and_then(|(r, m)| {
+            let rate: f64 = r.trim().parse().ok()?;
+            let mean = parse_duration(m.trim()).ok()?;
+            (rate.is_finite() && rate >= 0.0).then_some((rate, mean))
+        });
+        parsed.unwrap_or_else(|| {
+            bad(
+                "CAL_REST must be a rate per second and a mean length, such as 4,500us",
+                &v,
+            )
+        })
+    });
+    let burst_cap = std::env::var("CAL_BURST_CAP").ok().map(|v| {
+        v.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite() && *f >= 1.0)
+            .unwrap_or_else(|| {
+                bad(
+                    "CAL_BURST_CAP must be a factor of at least 1, such as 1.1",
+                    &v,
+                )
+            })
+    });
+    // CAL_TAIL_TO_REST=1 (with CAL_BURST_CAP): the dropped lengths go to
+    // the rest, as the part of each that outlasts the burst.
+    let tail_to_rest = std::env::var_os("CAL_TAIL_TO_REST").is_some();
+    PhaseDiagnostic {
+        rest,
+        burst_cap,
+        tail_to_rest,
+    }
 }
 
 /// The interval on the count of underrun-sized events: Garwood's, as

@@ -363,6 +363,27 @@ pub struct StallTimes {
     /// this one's period as it was, and taking this one out leaves the
     /// rest as Poisson on both sides of the edit.
     periodic_source: Option<String>,
+    /// Diagnostics of the periodic phase model's split (the calibration's
+    /// `CAL_REST` and `CAL_BURST_CAP`, docs/forecast.md §3.3); the default
+    /// changes nothing.
+    pub diagnostic: PhaseDiagnostic,
+}
+
+/// What the calibration substitutes in the periodic phase model's split
+/// of a record's stall model, to tell which part of it a bias comes from
+/// (docs/forecast.md §3.3). Not used by any command.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PhaseDiagnostic {
+    /// The rest replaced by Poisson stalls at this rate (per second) with
+    /// exponential lengths of this mean: the shape's own, where the
+    /// record's estimate of the rest is in question.
+    pub rest: Option<(f64, Nanos)>,
+    /// The bursts' lengths above this multiple of their median dropped:
+    /// the record's unions of a burst and a stall that overlapped it.
+    pub burst_cap: Option<f64>,
+    /// With `burst_cap`: the dropped lengths handed to the rest instead,
+    /// as Poisson stalls of the part that outlasts the burst's median.
+    pub tail_to_rest: bool,
 }
 
 impl StallTimes {
@@ -423,6 +444,7 @@ impl StallTimes {
             periodic_only: false,
             sources,
             periodic_source: None,
+            diagnostic: PhaseDiagnostic::default(),
         })
     }
 
@@ -823,7 +845,21 @@ impl Renewal {
         // phase ([`Phase`]), for exactly the ages its period takes.
         let steps = period.as_ref().map(|p| p.period_ns / t_ns).unwrap_or(0.0);
         if times.periodic_only && steps >= 1.0 && (steps.floor() as usize) < MAX_PHASE_STEPS {
-            let rest = at_g(0.0);
+            let mut rest = at_g(0.0);
+            if let Some((rate, mean)) = times.diagnostic.rest {
+                // Exponential lengths at 400 equal-share quantiles.
+                let mean_ns = mean.0 as f64;
+                let k = 400;
+                rest.stalls.lengths = (0..k)
+                    .map(|i| {
+                        let p = (i as f64 + 0.5) / k as f64;
+                        (-mean_ns * (1.0 - p).ln(), 1.0 / k as f64)
+                    })
+                    .collect();
+                rest.stalls.rate_per_s = rate;
+                rest.stalls.mean_ns = mean_ns;
+                rest.stalls.time_fraction = rate * mean_ns / 1e9;
+            }
             let burst_measure: Vec<f64> = base_measure
                 .iter()
                 .zip(&rest_measure(&base_measure, &seen, seen_sum, logged_per_s))
@@ -836,13 +872,50 @@ impl Renewal {
                 let mut hazard = vec![0.0; m + 1];
                 hazard[m - 1] = 1.0 - frac;
                 hazard[m] = 1.0;
-                let burst = stalls
+                let mut burst: Vec<(f64, f64)> = stalls
                     .lengths
                     .iter()
                     .zip(&burst_measure)
                     .filter(|(_, b)| **b > 0.0)
                     .map(|(&(y, _), b)| (y, b / burst_sum))
                     .collect();
+                if let Some(f) = times.diagnostic.burst_cap {
+                    let mut acc = 0.0;
+                    let median = burst
+                        .iter()
+                        .find(|&&(_, sh)| {
+                            acc += sh;
+                            acc >= 0.5
+                        })
+                        .map_or(0.0, |&(y, _)| y);
+                    if times.diagnostic.tail_to_rest {
+                        let moved: Vec<(f64, f64)> = burst
+                            .iter()
+                            .filter(|&&(y, _)| y > f * median)
+                            .map(|&(y, sh)| (y - median, sh * burst_sum))
+                            .collect();
+                        let add: f64 = moved.iter().map(|(_, r)| r).sum();
+                        let r0 = rest.stalls.rate_per_s;
+                        let total = r0 + add;
+                        if total > 0.0 {
+                            let mut lengths: Vec<(f64, f64)> = rest
+                                .stalls
+                                .lengths
+                                .iter()
+                                .map(|&(y, sh)| (y, sh * r0 / total))
+                                .chain(moved.iter().map(|&(y, r)| (y, r / total)))
+                                .collect();
+                            lengths.sort_by(|a, b| a.0.total_cmp(&b.0));
+                            rest.stalls.mean_ns = lengths.iter().map(|(y, sh)| y * sh).sum();
+                            rest.stalls.rate_per_s = total;
+                            rest.stalls.time_fraction = total * rest.stalls.mean_ns / 1e9;
+                            rest.stalls.lengths = lengths;
+                        }
+                    }
+                    burst.retain(|&(y, _)| y <= f * median);
+                    let kept: f64 = burst.iter().map(|(_, sh)| sh).sum();
+                    burst.iter_mut().for_each(|(_, sh)| *sh /= kept);
+                }
                 return Some(Renewal {
                     ages: m + 1,
                     events: n,
