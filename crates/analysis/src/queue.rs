@@ -386,6 +386,68 @@ pub struct PhaseDiagnostic {
     pub tail_to_rest: bool,
 }
 
+impl PhaseDiagnostic {
+    /// The rest replaced by the Poisson stalls given: exponential lengths
+    /// at 400 equal-share quantiles.
+    fn substitute_rest(&self, rest: &mut AgeStalls) {
+        if let Some((rate, mean)) = self.rest {
+            let mean_ns = mean.0 as f64;
+            let k = 400;
+            rest.stalls.lengths = (0..k)
+                .map(|i| {
+                    let p = (i as f64 + 0.5) / k as f64;
+                    (-mean_ns * (1.0 - p).ln(), 1.0 / k as f64)
+                })
+                .collect();
+            rest.stalls.rate_per_s = rate;
+            rest.stalls.mean_ns = mean_ns;
+            rest.stalls.time_fraction = rate * mean_ns / 1e9;
+        }
+    }
+
+    /// The bursts above `burst_cap` times their median dropped, or handed
+    /// to the rest as the part that outlasts the median (`tail_to_rest`).
+    fn cap_bursts(&self, burst: &mut Vec<(f64, f64)>, burst_sum: f64, rest: &mut AgeStalls) {
+        if let Some(f) = self.burst_cap {
+            let mut acc = 0.0;
+            let median = burst
+                .iter()
+                .find(|&&(_, sh)| {
+                    acc += sh;
+                    acc >= 0.5
+                })
+                .map_or(0.0, |&(y, _)| y);
+            if self.tail_to_rest {
+                let moved: Vec<(f64, f64)> = burst
+                    .iter()
+                    .filter(|&&(y, _)| y > f * median)
+                    .map(|&(y, sh)| (y - median, sh * burst_sum))
+                    .collect();
+                let add: f64 = moved.iter().map(|(_, r)| r).sum();
+                let r0 = rest.stalls.rate_per_s;
+                let total = r0 + add;
+                if total > 0.0 {
+                    let mut lengths: Vec<(f64, f64)> = rest
+                        .stalls
+                        .lengths
+                        .iter()
+                        .map(|&(y, sh)| (y, sh * r0 / total))
+                        .chain(moved.iter().map(|&(y, r)| (y, r / total)))
+                        .collect();
+                    lengths.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    rest.stalls.mean_ns = lengths.iter().map(|(y, sh)| y * sh).sum();
+                    rest.stalls.rate_per_s = total;
+                    rest.stalls.time_fraction = total * rest.stalls.mean_ns / 1e9;
+                    rest.stalls.lengths = lengths;
+                }
+            }
+            burst.retain(|&(y, _)| y <= f * median);
+            let kept: f64 = burst.iter().map(|(_, sh)| sh).sum();
+            burst.iter_mut().for_each(|(_, sh)| *sh /= kept);
+        }
+    }
+}
+
 impl StallTimes {
     /// `spikes` as (time, latency) of one CPU's wake-ups; `dropped` says
     /// whether the bounded log dropped any (then only latencies above the
@@ -846,20 +908,7 @@ impl Renewal {
         let steps = period.as_ref().map(|p| p.period_ns / t_ns).unwrap_or(0.0);
         if times.periodic_only && steps >= 1.0 && (steps.floor() as usize) < MAX_PHASE_STEPS {
             let mut rest = at_g(0.0);
-            if let Some((rate, mean)) = times.diagnostic.rest {
-                // Exponential lengths at 400 equal-share quantiles.
-                let mean_ns = mean.0 as f64;
-                let k = 400;
-                rest.stalls.lengths = (0..k)
-                    .map(|i| {
-                        let p = (i as f64 + 0.5) / k as f64;
-                        (-mean_ns * (1.0 - p).ln(), 1.0 / k as f64)
-                    })
-                    .collect();
-                rest.stalls.rate_per_s = rate;
-                rest.stalls.mean_ns = mean_ns;
-                rest.stalls.time_fraction = rate * mean_ns / 1e9;
-            }
+            times.diagnostic.substitute_rest(&mut rest);
             let burst_measure: Vec<f64> = base_measure
                 .iter()
                 .zip(&rest_measure(&base_measure, &seen, seen_sum, logged_per_s))
@@ -879,43 +928,9 @@ impl Renewal {
                     .filter(|(_, b)| **b > 0.0)
                     .map(|(&(y, _), b)| (y, b / burst_sum))
                     .collect();
-                if let Some(f) = times.diagnostic.burst_cap {
-                    let mut acc = 0.0;
-                    let median = burst
-                        .iter()
-                        .find(|&&(_, sh)| {
-                            acc += sh;
-                            acc >= 0.5
-                        })
-                        .map_or(0.0, |&(y, _)| y);
-                    if times.diagnostic.tail_to_rest {
-                        let moved: Vec<(f64, f64)> = burst
-                            .iter()
-                            .filter(|&&(y, _)| y > f * median)
-                            .map(|&(y, sh)| (y - median, sh * burst_sum))
-                            .collect();
-                        let add: f64 = moved.iter().map(|(_, r)| r).sum();
-                        let r0 = rest.stalls.rate_per_s;
-                        let total = r0 + add;
-                        if total > 0.0 {
-                            let mut lengths: Vec<(f64, f64)> = rest
-                                .stalls
-                                .lengths
-                                .iter()
-                                .map(|&(y, sh)| (y, sh * r0 / total))
-                                .chain(moved.iter().map(|&(y, r)| (y, r / total)))
-                                .collect();
-                            lengths.sort_by(|a, b| a.0.total_cmp(&b.0));
-                            rest.stalls.mean_ns = lengths.iter().map(|(y, sh)| y * sh).sum();
-                            rest.stalls.rate_per_s = total;
-                            rest.stalls.time_fraction = total * rest.stalls.mean_ns / 1e9;
-                            rest.stalls.lengths = lengths;
-                        }
-                    }
-                    burst.retain(|&(y, _)| y <= f * median);
-                    let kept: f64 = burst.iter().map(|(_, sh)| sh).sum();
-                    burst.iter_mut().for_each(|(_, sh)| *sh /= kept);
-                }
+                times
+                    .diagnostic
+                    .cap_bursts(&mut burst, burst_sum, &mut rest);
                 return Some(Renewal {
                     ages: m + 1,
                     events: n,
