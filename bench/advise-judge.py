@@ -157,16 +157,23 @@ def row(name, rnd, a, want, v, rep, left):
     return lines, entry
 
 
+def within_x2(rows, key, out):
+    """Appends a line per figure of how many of the rows' ratios under
+    `key` lie within x2; returns (within, of) over every figure."""
+    k = n = 0
+    for fig in FIGURES:
+        rs = [r[key][fig] for r in rows if r[key][fig] is not None]
+        w = sum(0.5 <= x <= 2 for x in rs)
+        k, n = k + w, n + len(rs)
+        out.append(f"  {fig:<8} within x2   {w} of {len(rs)}")
+    return k, n
+
+
 def totals(rows, title):
     judged = [r for r in rows if r["right"] in ("yes", "no")]
     out = [f"\n{title} ({len(rows)} setup runs, {len(judged)} judged):",
            f"  right first          {sum(r['right'] == 'yes' for r in judged)} of {len(judged)}"]
-    k = n = 0
-    for fig in FIGURES:
-        rs = [r["ratios"][fig] for r in judged if r["ratios"][fig] is not None]
-        w = sum(0.5 <= x <= 2 for x in rs)
-        k, n = k + w, n + len(rs)
-        out.append(f"  {fig:<8} within x2   {w} of {len(rs)}")
+    k, n = within_x2(judged, "ratios", out)
     out.append(f"  overall within x2    {k} of {n}" + (f" ({100 * k / n:.0f} %; goal >= 80 %)" if n else ""))
     c = [r["in_ci"] for r in judged if r["in_ci"] is not None]
     out.append(f"  MTTF in verified CI  {sum(c)} of {len(c)}")
@@ -174,12 +181,7 @@ def totals(rows, title):
     aa = [r for r in rows if r.get("aa")]
     if aa:
         out.append(f"A/A, nothing changed ({len(aa)} runs; the machine's own spread, judges nothing):")
-        k = n = 0
-        for fig in FIGURES:
-            rs = [r["aa"][fig] for r in aa if r["aa"][fig] is not None]
-            w = sum(0.5 <= x <= 2 for x in rs)
-            k, n = k + w, n + len(rs)
-            out.append(f"  {fig:<8} within x2   {w} of {len(rs)}")
+        k, n = within_x2(aa, "aa", out)
         out.append(f"  overall within x2    {k} of {n}")
         c = [r["aa_in_ci"] for r in aa if r["aa_in_ci"] is not None]
         out.append(f"  MTTF in again's CI   {sum(c)} of {len(c)}")
