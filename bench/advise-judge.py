@@ -80,6 +80,16 @@ def read_env(out, run):
         pass
 
 
+def open_run(out, run):
+    """Sets the run's ADVISE_* variables (read_env) and returns the id of
+    the fix it expected ("" when it kept none)."""
+    read_env(out, run)
+    try:
+        return open(f"{out}/{run}.expected").read().strip()
+    except OSError:
+        return ""
+
+
 def ratio(p, o):
     return p / o if p and o else None
 
@@ -203,11 +213,7 @@ def append_row(out, entry):
 def run_row(name, rnd, out, left):
     """bench/advise.sh's row for the run it just made."""
     run = f"{name}.{rnd}"
-    read_env(out, run)
-    try:
-        want = open(f"{out}/{run}.expected").read().strip()
-    except OSError:
-        want = ""
+    want = open_run(out, run)
     lines, entry = row(name, rnd, load(f"{out}/{run}.advise.json") or {}, want,
                        load(f"{out}/{run}.verify.json") or {}, load(f"{out}/{run}.aa.advise.json"), left)
     print("\n".join(lines))
@@ -247,11 +253,7 @@ def rejudge(name, rnd, kept, new):
     (`--verified-json`), and are otherwise the ones the verifying binary
     read."""
     run = f"{name}.{rnd}"
-    read_env(kept, run)
-    try:
-        want = open(f"{kept}/{run}.expected").read().strip()
-    except OSError:
-        want = ""
+    want = open_run(kept, run)
     a = load(f"{new}/{run}.advise.json") or {}
     v = load(f"{kept}/{run}.verify.json") or {}
     notes = []

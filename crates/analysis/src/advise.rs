@@ -1430,19 +1430,18 @@ fn thread_fixes(
                     n.name,
                     Nanos(n.total_ns)
                 ),
-                cost: if irq_thread {
-                    format!(
-                        "no CPU given up; the interrupt's handling ({comm}) waits while \
-                         the task runs, so its device waits longer (it used {} of CPU {cpu})",
-                        pct(n.cpu_fraction)
-                    )
-                } else {
-                    format!(
-                        "no CPU given up; {comm} waits while the task runs (it used {} \
-                         of CPU {cpu})",
-                        pct(n.cpu_fraction)
-                    )
-                },
+                cost: format!(
+                    "no CPU given up; {} (it used {} of CPU {cpu})",
+                    if irq_thread {
+                        format!(
+                            "the interrupt's handling ({comm}) waits while the task runs, \
+                             so its device waits longer"
+                        )
+                    } else {
+                        format!("{comm} waits while the task runs")
+                    },
+                    pct(n.cpu_fraction)
+                ),
                 cost_cpu_fraction: 0.0,
                 runtime_applicable: tid.is_some(),
                 permanent_how: if irq_thread {
