@@ -78,6 +78,14 @@ pub fn unrepresentative(rec: &Record, timer: &[TimerWindow]) -> Option<String> {
     (!why.is_empty()).then(|| why.join("; and "))
 }
 
+/// [`unrepresentative`] for any record, read back from it alone: its
+/// timer windows as a check wrote them, else the whole record. `forecast`,
+/// the report and the gates ask this, so a verdict recomputed from a saved
+/// record carries the same caveat `check` printed beside it.
+pub fn record_unrepresentative(rec: &Record) -> Option<String> {
+    unrepresentative(rec, &timer_windows_of(rec))
+}
+
 /// Where in a check record's time the timer probe ran: one window per
 /// round (`--until-decided` measures several).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

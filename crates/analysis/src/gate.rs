@@ -327,14 +327,21 @@ impl VerdictGate {
 
 /// The verdicts of a record: those it keeps (`check`), else the ones its
 /// latency series give against the built-in profiles (empty when it has
-/// none).
+/// none), marked not representative where the record says its probes
+/// lacked their policy or its machine changed, as `check` marks its own.
 pub fn record_verdicts(rec: &Record) -> Vec<VerdictEntry> {
     if !rec.verdicts.is_empty() {
         return rec.verdicts.clone();
     }
+    let why = crate::check::record_unrepresentative(rec);
     crate::verdict::verdicts(rec, &crate::profiles::builtin())
-        .iter()
-        .map(|v| v.entry())
+        .iter_mut()
+        .map(|v| {
+            if let Some(w) = &why {
+                v.not_representative(w);
+            }
+            v.entry()
+        })
         .collect()
 }
 
@@ -476,5 +483,31 @@ mod tests {
             .failing(&v)
             .is_empty());
         assert_eq!(VerdictGate::Profile("SOFT".into()).failing(&v).len(), 1);
+    }
+
+    /// Verdicts recomputed from a timer record that ran without its
+    /// real-time policy carry the caveat, each with the reason; the same
+    /// record without the warning gives the same verdicts, representative.
+    #[test]
+    fn recomputed_verdicts_carry_the_records_caveat() {
+        let plain = record();
+        let v = record_verdicts(&plain);
+        assert!(!v.is_empty());
+        assert!(v.iter().all(|x| x.representative && x.note.is_none()));
+        let mut other = record();
+        other.warnings.push(punctual_record::Warning::NoRealtimePolicy {
+            asked: "SCHED_FIFO 95".into(),
+            reason: "EPERM".into(),
+        });
+        let w = record_verdicts(&other);
+        assert_eq!(w.len(), v.len());
+        for (a, b) in v.iter().zip(&w) {
+            assert_eq!((&a.profile, a.state), (&b.profile, b.state));
+            assert!(!b.representative);
+            assert!(
+                b.note.as_deref().unwrap_or("").contains("SCHED_OTHER"),
+                "{b:?}"
+            );
+        }
     }
 }
