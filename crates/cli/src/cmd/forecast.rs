@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use punctual_analysis::check::record_unrepresentative;
 use punctual_analysis::forecast::{BOOTSTRAP_REPS, BOOTSTRAP_SEED};
 use punctual_analysis::plan::{attach_stalls, select, Asked, Plan};
 use punctual_analysis::verdict::{latency_like, verdicts_for};
@@ -162,9 +163,13 @@ pub fn run(a: Args) -> CliResult {
         }
         if !a.no_verdicts {
             // Same selection as `verdicts()` makes, so each tail is fitted once.
-            let v: Vec<Verdict> = verdicts_for(&models, &p.profiles);
+            let mut v: Vec<Verdict> = verdicts_for(&models, &p.profiles);
+            let why = record_unrepresentative(&rec);
+            if let Some(w) = &why {
+                v.iter_mut().for_each(|x| x.not_representative(w));
+            }
             if !v.is_empty() {
-                out.push_str(&forecast::verdicts(&shown, &v));
+                out.push_str(&forecast::verdicts(&shown, &v, why.as_deref()));
             }
             for x in v {
                 let mut j = serde_json::to_value(&x).unwrap_or(Value::Null);

@@ -656,3 +656,51 @@ fn stretched_check_record_uses_its_own_gaps() {
         .assert()
         .code(2);
 }
+
+/// A check record whose machine changed during the run: `forecast` says
+/// so once, before its verdicts, and marks every verdict in the JSON not
+/// representative with the reason, as `check` did; a record with no
+/// such caveat gets neither.
+#[test]
+fn an_unrepresentative_record_s_verdicts_say_so() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/records/check-cause-load.json");
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("f.json");
+    let a = punctual()
+        .arg("forecast")
+        .arg(&fixture)
+        .arg("--json")
+        .arg(&out)
+        .assert()
+        .success();
+    let text = String::from_utf8(a.get_output().stdout.clone()).unwrap();
+    assert_eq!(
+        text.matches("   NOT REPRESENTATIVE: the machine changed during the run")
+            .count(),
+        1,
+        "{text}"
+    );
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("verdicts for "), "{text}");
+    assert!(
+        lines.next().unwrap().starts_with("   NOT REPRESENTATIVE: "),
+        "the caveat comes before the verdicts: {text}"
+    );
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let v = j["verdicts"].as_array().unwrap();
+    assert!(!v.is_empty());
+    for x in v {
+        assert_eq!(x["representative"], false, "{x}");
+        assert!(
+            x["note"].as_str().unwrap().contains("machine changed"),
+            "{x}"
+        );
+    }
+    let plain = write_record(d.path());
+    let j = run_json(&[plain.to_str().unwrap()], d.path());
+    for x in j["verdicts"].as_array().unwrap() {
+        assert_eq!(x["representative"], true, "{x}");
+        assert!(x.get("note").is_none_or(|n| n.is_null()), "{x}");
+    }
+}

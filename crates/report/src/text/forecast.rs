@@ -15,19 +15,30 @@ use punctual_record::Record;
 use punctual_units::Nanos;
 use serde_json::{json, Value};
 
-use crate::text::verdict::{render_verdicts, tally};
+use crate::text::verdict::{mark, render_verdicts, tally};
 
 /// What the forecast is asked for, validated before any record is read.
 pub use punctual_analysis::plan::Plan;
 
-/// The verdicts of one record, under their heading.
-pub fn verdicts(shown: &str, v: &[Verdict]) -> String {
+/// The verdicts of one record, under their heading; when the record
+/// cannot stand for a real-time consumer on one machine
+/// (`unrepresentative`), one line says why before them all, as `check`
+/// says it, and the verdict lines do not repeat it.
+pub fn verdicts(shown: &str, v: &[Verdict], unrepresentative: Option<&str>) -> String {
     let mut out = format!(
         "verdicts for {shown} ({}; decided only when the whole 95% CI of the MTTF \
          is on one side of the target; each from the series that decides it):\n",
         tally(v)
     );
-    out.push_str(&render_verdicts(v));
+    match unrepresentative {
+        Some(why) => {
+            out.push_str(&format!("   NOT REPRESENTATIVE: {why}\n"));
+            for x in v {
+                out.push_str(&format!("  {} {}\n", mark(x.state), x.message));
+            }
+        }
+        None => out.push_str(&render_verdicts(v)),
+    }
     out.push('\n');
     out
 }
