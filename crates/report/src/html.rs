@@ -919,12 +919,19 @@ fn section_forecast(x: &mut Xml, inputs: &[Input]) {
     }
 }
 
-/// The records' typed verdicts: state and 95% interval first, then the
-/// point estimate, the target and, when open, how long to measure.
+/// The records' verdicts: state and 95% interval first, then the point
+/// estimate, the target and, when open, how long to measure. A record
+/// that keeps none (`timer`, `simulate`) gets those its latency series
+/// give, from the same `record_verdicts` the JUnit export reads.
 fn section_verdicts(x: &mut Xml, inputs: &[Input]) {
     use punctual_analysis::verdict::human_secs;
     use punctual_record::VerdictState;
-    if inputs.iter().all(|i| i.record.verdicts.is_empty()) {
+    let all: Vec<(&Input, Vec<punctual_record::VerdictEntry>)> = inputs
+        .iter()
+        .map(|i| (i, punctual_analysis::gate::record_verdicts(&i.record)))
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    if all.is_empty() {
         return;
     }
     x.leaf("h2", &[("id", "verdicts")], "Verdicts");
@@ -935,9 +942,24 @@ fn section_verdicts(x: &mut Xml, inputs: &[Input]) {
          is on one side of the profile's target; otherwise inconclusive, with how long to \
          measure this machine to decide.",
     );
-    for i in inputs.iter().filter(|i| !i.record.verdicts.is_empty()) {
+    for (i, verdicts) in &all {
         if inputs.len() > 1 {
             x.leaf("h3", &[], &i.label);
+        }
+        if i.record.verdicts.is_empty() {
+            x.leaf(
+                "p",
+                &[("class", "note")],
+                "From the record's wake-up latencies against the built-in profiles (the \
+                 record keeps no verdicts of its own; `punctual forecast` explains each).",
+            );
+        }
+        if let Some(n) = verdicts.iter().find_map(|v| v.note.as_ref()) {
+            x.leaf(
+                "p",
+                &[("class", "sev-degraded")],
+                &format!("Not representative: {n}"),
+            );
         }
         table_head(
             x,
@@ -952,7 +974,7 @@ fn section_verdicts(x: &mut Xml, inputs: &[Input]) {
             ],
         );
         let secs = |s: Option<f64>| s.map(human_secs).unwrap_or_else(|| "never".into());
-        for v in &i.record.verdicts {
+        for v in verdicts {
             x.open("tr", &[]);
             x.leaf("td", &[], &v.profile);
             let class = match v.state {
@@ -995,13 +1017,6 @@ fn section_verdicts(x: &mut Xml, inputs: &[Input]) {
             x.close("tr");
         }
         x.close("table");
-        if let Some(n) = i.record.verdicts.iter().find_map(|v| v.note.as_ref()) {
-            x.leaf(
-                "p",
-                &[("class", "sev-degraded")],
-                &format!("Not representative: {n}"),
-            );
-        }
     }
 }
 
@@ -1536,12 +1551,13 @@ pub fn render(inputs: &[Input], o: &HtmlOptions) -> Vec<u8> {
             labels.join(", ")
         ),
     );
-    // What a reader needs first: which runs, whether they are comparable,
+    // What a reader needs first: the verdicts (the answer people come
+    // for, with their caveat), which runs, whether they are comparable,
     // what to distrust; then the plots; the full platform facts last.
+    section_verdicts(&mut x, inputs);
     section_runs(&mut x, inputs);
     section_platform_diff(&mut x, inputs);
     section_warnings(&mut x, inputs);
-    section_verdicts(&mut x, inputs);
     let mut models = tail::Models::default();
     section_tails(&mut x, inputs, o, &mut models);
     section_histograms(&mut x, inputs, o);
