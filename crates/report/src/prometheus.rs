@@ -249,6 +249,46 @@ pub fn verdicts(extra: &BTreeMap<String, serde_json::Value>) -> Vec<(String, boo
     out
 }
 
+const VERDICT_HELP: &str = "1 when the profile's deadlines are met, 0 when missed, NaN while \
+     inconclusive (state says which; representative=false: the record cannot stand for a \
+     real-time consumer on one machine).";
+
+/// The record's verdicts (those a check keeps, else those its latency
+/// series give, as the HTML page and the JUnit export read them): the
+/// state as a gauge, and the 95% interval of the MTTF that decided it.
+fn typed_verdicts(e: &mut Exposition, runl: &Labels, r: &punctual_record::Record) {
+    use punctual_record::VerdictState;
+    for v in punctual_analysis::gate::record_verdicts(r) {
+        let mut l = runl.clone();
+        l.push(("profile".into(), v.profile.clone()));
+        let mut ls = l.clone();
+        ls.push(("state".into(), v.state.word().into()));
+        ls.push(("representative".into(), v.representative.to_string()));
+        let state = match v.state {
+            VerdictState::Meets => 1.0,
+            VerdictState::Misses => 0.0,
+            VerdictState::Inconclusive => f64::NAN,
+        };
+        e.gauge("punctual_verdict", VERDICT_HELP, ls, state);
+        for (bound, s, none) in [("low", v.ci_s[0], 0.0), ("high", v.ci_s[1], f64::INFINITY)] {
+            let mut lb = l.clone();
+            lb.push(("bound".into(), bound.into()));
+            e.gauge(
+                "punctual_verdict_mttf_ci_seconds",
+                "Ends of the 95% interval of the mean time to underrun behind the verdict (+Inf: unbounded).",
+                lb,
+                s.unwrap_or(none),
+            );
+        }
+        e.gauge(
+            "punctual_verdict_target_seconds",
+            "The profile's target mean time to underrun.",
+            l,
+            v.target_s,
+        );
+    }
+}
+
 pub fn render(inputs: &[Input]) -> Vec<u8> {
     let mut e = Exposition::new();
     let several = inputs.len() > 1;
@@ -384,11 +424,12 @@ pub fn render(inputs: &[Input]) -> Vec<u8> {
             l.push(("profile".into(), profile));
             e.gauge(
                 "punctual_verdict",
-                "1 when the forecast says the profile's deadlines are met, 0 when not.",
+                VERDICT_HELP,
                 l,
                 if pass { 1.0 } else { 0.0 },
             );
         }
+        typed_verdicts(&mut e, &runl, r);
     }
     e.render().into_bytes()
 }
@@ -433,5 +474,39 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    /// A check record's typed verdicts are exported: the state (1, 0, NaN
+    /// while inconclusive) with its label and representativeness, and
+    /// the ends of the MTTF's interval.
+    #[test]
+    fn a_check_record_s_verdicts_are_gauges() {
+        use punctual_record::{VerdictBasis, VerdictEntry, VerdictState};
+        let mut r = Record::new(Source::Measured, "check", Platform::default());
+        let entry = |p: &str, state, hi| VerdictEntry {
+            profile: p.into(),
+            state,
+            mttf_s: Some(20.0),
+            ci_s: [Some(10.0), hi],
+            target_s: 600.0,
+            measure_more_s: None,
+            basis: VerdictBasis::Extrapolated,
+            representative: false,
+            note: Some("why".into()),
+        };
+        r.verdicts = vec![
+            entry("a", VerdictState::Misses, Some(30.0)),
+            entry("b", VerdictState::Inconclusive, None),
+        ];
+        let text = String::from_utf8(render(&[Input::new("x", r)])).unwrap();
+        for line in [
+            r#"punctual_verdict{profile="a",state="misses",representative="false"} 0"#,
+            r#"punctual_verdict{profile="b",state="inconclusive",representative="false"} NaN"#,
+            r#"punctual_verdict_mttf_ci_seconds{profile="a",bound="high"} 30"#,
+            r#"punctual_verdict_mttf_ci_seconds{profile="b",bound="high"} +Inf"#,
+            r#"punctual_verdict_target_seconds{profile="a"} 600"#,
+        ] {
+            assert!(text.contains(line), "{line} missing: {text}");
+        }
     }
 }
