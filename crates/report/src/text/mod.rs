@@ -25,7 +25,9 @@ use crate::ReportError;
 /// What the verb that made `rec` printed: its standard output followed by
 /// the warnings block it printed on standard error (`timer`, `noise`).
 /// Records of the probe verbs (`timer`, `noise`, `cause`), `sysinfo`,
-/// `load`, `reserve`, `watch` and `simulate` are rendered; others are refused with one sentence.
+/// `load`, `reserve`, `watch` and `simulate` are rendered; a `check`
+/// record with its verdicts first ([`check_verb`]); others are refused
+/// with one sentence.
 pub fn render(rec: &Record) -> Result<String, ReportError> {
     let (mut out, warnings) = render_split(rec)?;
     out.push_str(&warnings);
@@ -75,13 +77,49 @@ pub fn render_split(rec: &Record) -> Result<(String, String), ReportError> {
             out.push_str(&o);
             warnings.push_str(&w);
         }
+        "check" => {
+            let (o, w) = check_verb(rec);
+            out.push_str(&o);
+            warnings.push_str(&w);
+        }
         other => {
             return Err(ReportError::Input(format!(
-                "--format text renders records of timer, noise, cause, sysinfo, load, reserve, watch and simulate; this one is of '{other}'"
+                "--format text renders records of timer, noise, cause, sysinfo, load, reserve, watch, simulate and check; this one is of '{other}'"
             )))
         }
     }
     Ok((out, warnings))
+}
+
+/// A check record read back: its verdicts first, state and interval
+/// before anything else (the answer people come for, with its caveat),
+/// then what `check` printed after its platform facts: the two halves'
+/// tables, the C-states, what attribution found, the summary; the
+/// warnings as the second part. The platform facts are the record's
+/// (`report --html` shows them all).
+pub fn check_verb(rec: &Record) -> (String, String) {
+    let mut out = verdict::entries(&rec.verdicts);
+    out.push_str("\n== this machine\n");
+    out.push_str(&platform::platform_text(&rec.platform, false));
+    out.push_str("\n== wake-up latency\n");
+    out.push_str(&probe::latency_table(rec));
+    out.push_str("\n== stolen time\n");
+    out.push_str(&probe::stolen_table(rec));
+    out.push_str(&probe::c_states_line(rec));
+    if let Some(sum) = rec.cause() {
+        out.push_str(&cause::section("late wake-ups and stolen time", &sum, rec));
+    }
+    out.push_str("\n== summary\n");
+    out.push_str(&probe::check_summary(rec));
+    let warnings = if rec.warnings.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n== what may hurt, and what to change\n{}",
+            probe::warnings_text(rec)
+        )
+    };
+    (out, warnings)
 }
 
 /// What `punctual cause` prints on standard output: the probe's table, the

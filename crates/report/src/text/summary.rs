@@ -1,6 +1,7 @@
 //! `punctual report`'s terminal summary when no output is asked for: per
-//! record its kind, length and host, and a few lines per series, stolen
-//! time and task, read from the records alone.
+//! record the verdicts it keeps (state and interval first), its kind,
+//! length and host, and a few lines per series, stolen time and task,
+//! read from the records alone.
 
 use crate::{tail, Input};
 
@@ -9,6 +10,13 @@ pub fn summary(inputs: &[Input]) -> String {
     let mut s = String::new();
     for i in inputs {
         let r = &i.record;
+        // A record's verdicts before anything else: the answer, with its
+        // state, interval and caveat.
+        let verdicts = super::verdict::entries(&r.verdicts);
+        if !verdicts.is_empty() {
+            s.push_str(&format!("{}: ", i.label));
+            s.push_str(verdicts.trim_start_matches("== "));
+        }
         s.push_str(&format!(
             "{}: {} ({:?}), {} on {}\n",
             i.label,
