@@ -557,6 +557,10 @@ pub struct Scenario {
     pub file: String,
     pub text: String,
     pub spec: ScenarioFile,
+    /// The `--set key=value` overrides applied to `text`: an error whose
+    /// place is one of their values names the override, not a place in a
+    /// file that does not hold it.
+    sets: Vec<(String, String)>,
 }
 
 impl Scenario {
@@ -574,18 +578,22 @@ impl Scenario {
             apply_overrides(file, text, overrides)?
         };
         let spec: ScenarioFile = toml::from_str(&text).map_err(|e| {
-            let (line, column) = e.span().map(|s| line_col(&text, s.start)).unwrap_or((0, 0));
-            ScenarioError {
-                file: file.to_string(),
-                line,
-                column,
-                message: e.message().trim().to_string(),
+            let message = e.message().trim().to_string();
+            match e.span() {
+                Some(s) => located(file, &text, overrides, s.start, message),
+                None => ScenarioError {
+                    file: file.to_string(),
+                    line: 0,
+                    column: 0,
+                    message,
+                },
             }
         })?;
         Ok(Scenario {
             file: file.to_string(),
             text,
             spec,
+            sets: overrides.to_vec(),
         })
     }
 
@@ -594,13 +602,13 @@ impl Scenario {
         span: std::ops::Range<usize>,
         message: impl Into<String>,
     ) -> ScenarioError {
-        let (line, column) = line_col(&self.text, span.start);
-        ScenarioError {
-            file: self.file.clone(),
-            line,
-            column,
-            message: message.into(),
-        }
+        located(
+            &self.file,
+            &self.text,
+            &self.sets,
+            span.start,
+            message.into(),
+        )
     }
 
     /// An error located at the value of the dotted key `path` (`sim.cpus`)
@@ -697,6 +705,82 @@ impl Scenario {
             message: message.into(),
         }
     }
+}
+
+/// An error at byte `at` of the scenario text: named by the `--set` whose
+/// value holds it (the message's own "key = value: " lead dropped, since
+/// the override says it), else at its line and column.
+fn located(
+    file: &str,
+    text: &str,
+    sets: &[(String, String)],
+    at: usize,
+    message: String,
+) -> ScenarioError {
+    if let Some((k, v)) = set_holding(text, sets, at) {
+        let lead = format!("{k} = ");
+        let message = match message.strip_prefix(&lead).and_then(|m| m.split_once(": ")) {
+            Some((_, rest)) => rest.to_string(),
+            None => message,
+        };
+        return ScenarioError {
+            file: file.to_string(),
+            line: 0,
+            column: 0,
+            message: format!("--set {k}={v}: {message}"),
+        };
+    }
+    let (line, column) = line_col(text, at);
+    ScenarioError {
+        file: file.to_string(),
+        line,
+        column,
+        message,
+    }
+}
+
+/// The override whose value spans byte `at` of `text` (the text after
+/// the overrides), found by walking its dotted key as `set_path` does.
+fn set_holding<'a>(
+    text: &str,
+    sets: &'a [(String, String)],
+    at: usize,
+) -> Option<&'a (String, String)> {
+    if sets.is_empty() {
+        return None;
+    }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    sets.iter().find(|(key, _)| {
+        let mut item = doc.as_item();
+        let parts: Vec<&str> = key.split('.').collect();
+        let mut i = 0;
+        while i < parts.len() {
+            let Some(next) = item.get(parts[i]) else {
+                return false;
+            };
+            item = next;
+            if let (Some(arr), Some(sel)) = (item.as_array_of_tables(), parts.get(i + 1)) {
+                let t = match sel.parse::<usize>() {
+                    Ok(n) => arr.get(n),
+                    Err(_) => arr
+                        .iter()
+                        .find(|t| t.get("name").and_then(|n| n.as_str()) == Some(*sel)),
+                };
+                let Some(t) = t else { return false };
+                let Some(rest) = parts.get(i + 2) else {
+                    return false;
+                };
+                let Some(next) = t.get(rest) else {
+                    return false;
+                };
+                item = next;
+                i += 3;
+                continue;
+            }
+            i += 1;
+        }
+        item.span().is_some_and(|s| s.contains(&at))
+    })
 }
 
 fn apply_overrides(
@@ -862,6 +946,32 @@ mod tests {
         let e = Scenario::parse("x.toml", "[sim]\nduration = \"-1ms\"\n", &[]).unwrap_err();
         assert_eq!(e.line, 2, "{e}");
         assert!(e.message.contains("-1ms"), "{e}");
+    }
+
+    /// A bad value given by `--set` is named by the override, not by a
+    /// place in the file (which does not hold it); a bad value the file
+    /// holds is still named by its line.
+    #[test]
+    fn an_error_in_a_set_value_names_the_set() {
+        let text = "[sim]\nduration = \"1s\"\n\n[[task]]\nname = \"a\"\nkind = \"periodic\"\nperiod = \"1ms\"\n";
+        let set = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let scn = Scenario::parse("x.toml", text, &set("sim.cpus", "0")).unwrap();
+        let e = scn.error_at_key(&["sim", "cpus"], "sim.cpus = 0: must be 1 to 256");
+        assert_eq!(e.to_string(), "x.toml: --set sim.cpus=0: must be 1 to 256");
+        let e = Scenario::parse("x.toml", text, &set("task.a.period", "-1ms")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("x.toml: --set task.a.period=-1ms: "),
+            "{e}"
+        );
+        let e = Scenario::parse("x.toml", text, &set("sim.cpus", "two")).unwrap_err();
+        assert!(
+            e.to_string().starts_with("x.toml: --set sim.cpus=two: "),
+            "{e}"
+        );
+        let bad = "[sim]\nduration = \"-1ms\"\n";
+        let e = Scenario::parse("x.toml", bad, &set("sim.cpus", "2")).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
     }
 
     #[test]
