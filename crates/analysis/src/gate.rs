@@ -495,10 +495,12 @@ mod tests {
         assert!(!v.is_empty());
         assert!(v.iter().all(|x| x.representative && x.note.is_none()));
         let mut other = record();
-        other.warnings.push(punctual_record::Warning::NoRealtimePolicy {
-            asked: "SCHED_FIFO 95".into(),
-            reason: "EPERM".into(),
-        });
+        other
+            .warnings
+            .push(punctual_record::Warning::NoRealtimePolicy {
+                asked: "SCHED_FIFO 95".into(),
+                reason: "EPERM".into(),
+            });
         let w = record_verdicts(&other);
         assert_eq!(w.len(), v.len());
         for (a, b) in v.iter().zip(&w) {
