@@ -443,3 +443,123 @@ fn bad_input_is_refused_with_status_2() {
         .code(2);
     assert!(!out.exists());
 }
+
+fn check_fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/records/check-cause-load.json")
+}
+
+fn stdout_of(args: &[&std::ffi::OsStr]) -> String {
+    let out = punctual().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A check record's report, the summary and `--format text`, starts with
+/// its verdicts, state and interval first, and the caveat the record
+/// keeps (its machine changed during the run) once before them.
+#[test]
+fn a_check_record_s_text_starts_with_its_verdicts() {
+    let rec = check_fixture();
+    let summary = stdout_of(&["report".as_ref(), rec.as_os_str()]);
+    let mut l = summary.lines();
+    assert!(
+        l.next()
+            .unwrap()
+            .starts_with("check-cause-load: verdicts for 26 workload profiles: "),
+        "{summary}"
+    );
+    assert!(
+        l.next()
+            .unwrap()
+            .starts_with("   NOT REPRESENTATIVE: the machine changed during the run"),
+        "{summary}"
+    );
+    let first = l.next().unwrap();
+    assert!(
+        first.starts_with("  MISS ADSL 2 ms × 2: misses, 95% CI "),
+        "{summary}"
+    );
+    let text = stdout_of(&[
+        "report".as_ref(),
+        rec.as_os_str(),
+        "--format".as_ref(),
+        "text".as_ref(),
+    ]);
+    assert!(
+        text.starts_with("== verdicts for 26 workload profiles: "),
+        "{text}"
+    );
+    assert!(text.contains(&format!("\n{first}\n")), "{text}");
+    for later in [
+        "\n== this machine\n",
+        "\n== wake-up latency\n",
+        "\n== summary\n",
+    ] {
+        assert!(text.contains(later), "{later} missing: {text}");
+    }
+    assert_eq!(text.matches("NOT REPRESENTATIVE").count(), 1, "{text}");
+}
+
+/// The HTML page opens with the verdicts: a check record's before its
+/// runs and warnings; a timer record, which keeps none, gets those its
+/// latency series give (the JUnit export's), said to be computed.
+#[test]
+fn the_html_page_opens_with_verdicts_for_check_and_timer_records() {
+    let d = tempfile::tempdir().unwrap();
+    for (rec, computed) in [(check_fixture(), false), (fx("timer-load.json"), true)] {
+        let out = d.path().join("v.html");
+        punctual()
+            .arg("report")
+            .arg(&rec)
+            .arg("--html")
+            .arg(&out)
+            .assert()
+            .success();
+        let page = std::fs::read_to_string(&out).unwrap();
+        let at = |id: &str| page.find(&format!("id=\"{id}\"")).unwrap_or(usize::MAX);
+        assert!(at("verdicts") < at("runs"), "{}", rec.display());
+        assert!(at("runs") < usize::MAX, "{}", rec.display());
+        assert!(at("verdicts") < at("warnings"), "{}", rec.display());
+        assert_eq!(
+            page.contains("the record keeps no verdicts of its own"),
+            computed,
+            "{}",
+            rec.display()
+        );
+        assert!(page.contains("95% CI"), "{}", rec.display());
+    }
+}
+
+/// The Prometheus export carries a check record's verdicts: the state
+/// with its label and whether it is representative, and the interval.
+#[test]
+fn prometheus_exports_a_check_record_s_verdicts() {
+    let rec = check_fixture();
+    let text = stdout_of(&[
+        "report".as_ref(),
+        rec.as_os_str(),
+        "--format".as_ref(),
+        "prometheus".as_ref(),
+    ]);
+    assert!(
+        text.contains(
+            "punctual_verdict{profile=\"ADSL 2 ms × 2\",state=\"misses\",representative=\"false\"} 0\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("punctual_verdict{").count(),
+        26,
+        "one gauge per profile: {text}"
+    );
+    assert!(
+        text.contains(
+            "punctual_verdict_mttf_ci_seconds{profile=\"ADSL 2 ms × 2\",bound=\"low\"} 0.63"
+        ),
+        "{text}"
+    );
+}

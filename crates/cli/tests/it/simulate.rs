@@ -325,3 +325,28 @@ fn report_text_of_a_simulate_record_prints_what_simulate_printed() {
     }
     assert_eq!(checked, runs.len());
 }
+
+/// A bad value given with `--set` is named by the `--set`, not by a line
+/// and column of the scenario file, which does not hold it: exit 2.
+#[test]
+fn a_bad_set_value_names_the_set() {
+    for (set, says) in [
+        ("sim.cpus=0", "--set sim.cpus=0: must be 1 to 256"),
+        ("sim.cpus=two", "--set sim.cpus=two: "),
+    ] {
+        let out = punctual()
+            .arg("simulate")
+            .arg(scenario("rez-network.toml"))
+            .args(["--set", set])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{set}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{set}: {err}");
+        let after_file = err.split("rez-network.toml:").nth(1).unwrap_or("");
+        assert!(
+            !after_file.starts_with(|c: char| c.is_ascii_digit()),
+            "{set}: no line and column of the file: {err}"
+        );
+    }
+}
