@@ -27,7 +27,8 @@ pub enum Format {
     /// Chrome trace-event JSON for ui.perfetto.dev.
     Perfetto,
     /// The terminal text the verb that made each record printed (timer,
-    /// noise, cause, sysinfo, load, reserve and simulate records).
+    /// noise, cause, sysinfo, load, reserve and simulate records; a check
+    /// record with its verdicts first).
     Text,
     /// JUnit XML for CI systems: per record, one test case per gate
     /// (--fail-if, --fail-on-verdict) and per workload verdict (a decided
