@@ -20,6 +20,8 @@
 # LATE = continue lets late jobs run on instead (SimSo's abort_on_miss =
 # False) with punctual's sim.edf_ties and sim.priority_ties = "ready",
 # SimSo's tie rules.
+# PUNCTUAL=BIN runs that binary instead of the release build of the tree,
+# so that two builds go through the same script one after the other.
 # Usage: bench/simso/compare.sh [ROUNDS] [SEEDS] [DURATION_S] [LATE]
 #        (defaults 3, 20, 2, abort; ROUNDS 0 compares outcomes only)
 set -euo pipefail
@@ -27,5 +29,5 @@ source "$(dirname "$0")/_setup.sh"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 "$VENV/bin/python" -c 'import simso; print("simso", simso.__version__)' 2>/dev/null || true
-python3 bench/simso/compare.py "$WORK" "$CARGO_TARGET_DIR/release/punctual" "$VENV/bin/python" \
+python3 bench/simso/compare.py "$WORK" "${PUNCTUAL:-$CARGO_TARGET_DIR/release/punctual}" "$VENV/bin/python" \
   --rounds "${1:-3}" --seeds "${2:-20}" --duration-s "${3:-2}" --late "${4:-abort}"
