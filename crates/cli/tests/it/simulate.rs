@@ -350,3 +350,43 @@ fn a_bad_set_value_names_the_set() {
         );
     }
 }
+
+/// Many tasks at one fixed priority, and many time-sharing tasks (no
+/// priority): each level's room once doubled per thread added, and 32
+/// tasks of one priority (40 time-sharing ones) aborted on a 64 GiB
+/// allocation. Every task runs each of its jobs, in the text and the
+/// record.
+#[test]
+fn many_tasks_of_one_priority_and_many_timeshare_tasks_simulate() {
+    let dir = tempfile::tempdir().unwrap();
+    let scn = dir.path().join("same.toml");
+    let mut text = String::from("[sim]\nduration = \"100ms\"\n");
+    for i in 0..200 {
+        let class = if i % 2 == 0 { "priority = 5\n" } else { "" };
+        text.push_str(&format!(
+            "\n[[task]]\nname = \"t{i}\"\nkind = \"periodic\"\n{class}period = \"100ms\"\nexec = \"10us\"\n"
+        ));
+    }
+    std::fs::write(&scn, text).unwrap();
+    let json = dir.path().join("r.json");
+    let out = punctual()
+        .arg("simulate")
+        .arg(&scn)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    let rows = out
+        .lines()
+        .filter(|l| l.starts_with('t') && l.split_whitespace().nth(1) == Some("1"))
+        .count();
+    assert_eq!(rows, 200, "{out}");
+    let r = punctual_record::Record::read(&json).unwrap();
+    let sim = r.sim().unwrap();
+    assert_eq!(sim.tasks.len(), 200);
+    assert!(sim.tasks.values().all(|t| t.jobs == 1), "{:?}", sim.tasks);
+}
