@@ -153,14 +153,18 @@ fn timeline_renders_bars_and_escapes_names() {
     assert!(s.contains("7 more in the window were not kept"));
 }
 
-/// A record's typed verdicts appear in their own section, state and
-/// interval first, with how long to measure for an open one and the note
+/// A record's typed verdicts appear in their own section (the page's
+/// first), state and interval first, with how long to measure for an open one and the note
 /// of a record that cannot stand for a real-time consumer.
 #[test]
 fn verdicts_section_shows_state_interval_and_note() {
     use punctual_record::{VerdictBasis, VerdictEntry, VerdictState};
     let mut i = fixture("timer-idle.json");
-    assert!(!page(std::slice::from_ref(&i)).contains("id=\"verdicts\""));
+    // A timer record keeps no verdicts: the page shows those its latency
+    // series give, and says where they came from.
+    let computed = page(std::slice::from_ref(&i));
+    assert!(computed.contains("id=\"verdicts\""));
+    assert!(computed.contains("the record keeps no verdicts of its own"));
     let entry = |profile: &str, state, ci: [Option<f64>; 2], more| VerdictEntry {
         profile: profile.into(),
         state,
@@ -188,6 +192,11 @@ fn verdicts_section_shows_state_interval_and_note() {
     ];
     let s = page(&[i]);
     assert!(s.contains("id=\"verdicts\""), "no verdicts section");
+    assert!(!s.contains("the record keeps no verdicts of its own"));
+    assert!(
+        s.find("id=\"verdicts\"") < s.find("id=\"runs\""),
+        "verdicts first"
+    );
     let sec = &s[s.find("id=\"verdicts\"").unwrap()..];
     for needle in [
         "misses (not representative)",
