@@ -46,7 +46,12 @@
 # bursts' lengths above F × their median dropped, and with
 # CAL_TAIL_TO_REST=1 handed to the rest as the part of each that outlasts
 # the burst's median (diagnostics of where
-# the tight shapes' high bias comes from, docs/forecast.md §3.3).
+# the tight shapes' high bias comes from, docs/forecast.md §3.3);
+# CAL_UNIONS=1: the union model of §3.3, measured and not the default:
+# the bursts keep their own cluster and hand the rest what lies beyond it,
+# less the unions the chain makes, and the chain extends each burst by
+# the rest stalls that overlap it (CAL_UNIONS=split or =chain: one part
+# alone; with CAL_REST, the model on the shape's own rest).
 # Prints a markdown table: coverage of the nominal 95%
 # interval (with its own Wilson interval, and beside it the coverage the
 # same interval on a count would reach if each record's own count of

@@ -643,8 +643,9 @@ fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
     ))
 }
 
-/// The periodic phase model's diagnostics from `CAL_REST` and
-/// `CAL_BURST_CAP`; bad values end the run with one sentence and status 2.
+/// The periodic phase model's diagnostics from `CAL_REST`,
+/// `CAL_BURST_CAP` and `CAL_UNIONS`; bad values end the run with one
+/// sentence and status 2.
 fn phase_diagnostic() -> PhaseDiagnostic {
     let bad = |what: &str, v: &str| -> ! {
         eprintln!("{what}, not {v:?}");
@@ -678,10 +679,23 @@ fn phase_diagnostic() -> PhaseDiagnostic {
     // CAL_TAIL_TO_REST=1 (with CAL_BURST_CAP): the dropped lengths go to
     // the rest, as the part of each that outlasts the burst.
     let tail_to_rest = std::env::var_os("CAL_TAIL_TO_REST").is_some();
+    // CAL_UNIONS=1: the union model of both parts, =split or =chain: one
+    // of them (the bursts' unions handed to the rest; the chain's bursts
+    // extended by the rest that overlaps them).
+    let unions = std::env::var("CAL_UNIONS").ok();
+    let (split_unions, chain_unions) = match unions.as_deref() {
+        None => (false, false),
+        Some("1") => (true, true),
+        Some("split") => (true, false),
+        Some("chain") => (false, true),
+        Some(v) => bad("CAL_UNIONS must be 1, split or chain", v),
+    };
     PhaseDiagnostic {
         rest,
         burst_cap,
         tail_to_rest,
+        split_unions,
+        chain_unions,
     }
 }
 
