@@ -360,19 +360,8 @@ impl Recorder {
     pub fn record(&mut self, v: Nanos) {
         let x = v.0;
         if self.near.is_empty() {
-            // A value the inline counts already hold, counted here: most
-            // samples of a short run (a period, a zero wait, an
-            // unpreempted response), and as a call the count cost a third
-            // of itself in register saves. Having been counted, it is
-            // neither below the minimum nor above the maximum.
-            if let Some(k) = self.few_hit(x) {
-                self.few_n[k] += 1;
-                self.count += 1;
-                self.sum += x as u128;
-                return;
-            }
             // No array yet, so none can take it: one call for all of it,
-            // without the arrays' indices.
+            // without the arrays' indices (most samples of a short run).
             self.record_unarrayed(x);
             return;
         }
@@ -434,15 +423,6 @@ impl Recorder {
         if x > self.max {
             self.max = x;
         }
-    }
-
-    /// Where the inline counts hold `x`, while they take the samples.
-    #[inline(always)]
-    fn few_hit(&self, x: u64) -> Option<usize> {
-        if self.promoted || !self.exact.is_empty() {
-            return None;
-        }
-        self.few_v[..self.few_len].iter().position(|&v| v == x)
     }
 
     /// Counts `x` inline if the inline counts take it (they hold it, or

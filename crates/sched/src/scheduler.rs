@@ -415,10 +415,6 @@ impl Scheduler {
         }
         if class == Class::Edf {
             self.edf_threads += 1;
-            // Room for every EDF thread in the band, made while threads are
-            // added: grown by the releases, it was reallocated and copied
-            // inside the simulator's timed run.
-            self.edf_ready.reserve(1);
         }
         let (band, base) = match &class {
             Class::Fixed { priority } => (Band::Fixed, *priority as i32),
@@ -507,15 +503,8 @@ impl Scheduler {
         // the simulator's loop for the other bands (with the EDF upkeep in
         // it, it and `pick` were not, and the priority-only bench lost 6%).
         if th.band == Band::Edf {
-            return self.on_release_edf_cold(t, deadline);
+            return self.on_release_edf(t, deadline);
         }
-        self.on_release_by_priority(t, deadline);
-    }
-
-    /// [`Scheduler::on_release`] for a thread of the other bands.
-    #[inline(always)]
-    fn on_release_by_priority(&mut self, t: ThreadId, deadline: Option<Nanos>) {
-        let th = &self.threads[t];
         let was = th.runnable;
         let seq = if was { th.ready_seq } else { self.next_seq() };
         let th = &mut self.threads[t];
@@ -528,15 +517,9 @@ impl Scheduler {
         }
     }
 
-    /// [`Scheduler::on_release_edf`] out of line.
-    #[inline(never)]
-    fn on_release_edf_cold(&mut self, t: ThreadId, deadline: Option<Nanos>) {
-        self.on_release_edf(t, deadline);
-    }
-
     /// [`Scheduler::on_release`] for an EDF thread: the same, and its place
     /// in the EDF band.
-    #[inline(always)]
+    #[inline(never)]
     fn on_release_edf(&mut self, t: ThreadId, deadline: Option<Nanos>) {
         let (was, old_seq) = (self.threads[t].runnable, self.threads[t].ready_seq);
         if was {
@@ -618,10 +601,9 @@ impl Scheduler {
 
     /// `t` finished its job or went to sleep. Inlined into the simulator
     /// like [`Scheduler::on_release`]: small, once the EDF upkeep is out of
-    /// line. By force: once a recorder's count was inlined into the same
-    /// loop, rustc stopped inlining this and the pick by priority (2-5%
-    /// more instructions on rate-monotonic sets).
-    #[inline(always)]
+    /// line (without the attribute, a call in it stops rustc from offering
+    /// it to other crates).
+    #[inline]
     pub fn on_block(&mut self, _now: Nanos, t: ThreadId) {
         if let Some(th) = self.threads.get(t) {
             if th.runnable && th.band == Band::Edf {
@@ -629,80 +611,6 @@ impl Scheduler {
             }
             self.set_runnable(t, false);
         }
-    }
-
-    /// Whether any EDF thread was added: the `EDF` of the calls below.
-    pub fn has_edf_threads(&self) -> bool {
-        self.edf_threads > 0
-    }
-
-    /// [`Scheduler::on_release`] for a caller that knows for the whole run
-    /// whether EDF threads exist (`EDF`, [`Scheduler::has_edf_threads`]):
-    /// the same rules, with that band's upkeep inlined and the other's
-    /// out of line. The simulator's loop of a plain task set is compiled
-    /// once for each: inlined together, the two bands' upkeep made every
-    /// rate-monotonic step save and restore more registers (2% more
-    /// instructions), and out of line an EDF set's releases, blocks and
-    /// picks paid a call each (4% of its instructions).
-    #[inline(always)]
-    pub fn on_release_known<const EDF: bool>(
-        &mut self,
-        now: Nanos,
-        t: ThreadId,
-        deadline: Option<Nanos>,
-    ) {
-        let Some(th) = self.threads.get(t) else {
-            return;
-        };
-        if (th.band == Band::Edf) != EDF {
-            return self.on_release_cold(now, t, deadline);
-        }
-        if EDF {
-            self.on_release_edf(t, deadline);
-        } else {
-            self.on_release_by_priority(t, deadline);
-        }
-    }
-
-    #[inline(never)]
-    fn on_release_cold(&mut self, now: Nanos, t: ThreadId, deadline: Option<Nanos>) {
-        self.on_release(now, t, deadline);
-    }
-
-    /// [`Scheduler::on_block`] as [`Scheduler::on_release_known`] is
-    /// `on_release`.
-    #[inline(always)]
-    pub fn on_block_known<const EDF: bool>(&mut self, _now: Nanos, t: ThreadId) {
-        if let Some(th) = self.threads.get(t) {
-            if th.runnable && th.band == Band::Edf {
-                if EDF {
-                    self.edf_unlink(t);
-                } else {
-                    self.edf_unlink_cold(t);
-                }
-            }
-            self.set_runnable(t, false);
-        }
-    }
-
-    /// [`Scheduler::pick`] as [`Scheduler::on_release_known`] is
-    /// `on_release`, for a caller that also knows no reservation exists
-    /// (the general pick otherwise).
-    #[inline(always)]
-    pub fn pick_known<const EDF: bool>(&mut self, now: Nanos) -> Decision {
-        if !self.servers.is_empty() || (self.edf_threads > 0) != EDF {
-            return self.pick_cold(now);
-        }
-        if EDF {
-            self.pick_without_servers(now)
-        } else {
-            self.pick_by_priority(now)
-        }
-    }
-
-    #[inline(never)]
-    fn pick_cold(&mut self, now: Nanos) -> Decision {
-        self.pick(now)
     }
 
     /// Sets whether `t` is runnable, keeping [`Scheduler::runnable_prio`]
@@ -715,11 +623,7 @@ impl Scheduler {
         th.runnable = runnable;
         if th.band.by_priority() {
             let p = th.base as usize;
-            // A priority of one thread is its bit alone, as while they are
-            // all distinct: only a shared one takes the call to its level
-            // (a rate-monotonic set with one pair of equal periods paid the
-            // call at every release and block of every task).
-            if !self.distinct_priorities && self.is_shared_level(p) {
+            if !self.distinct_priorities {
                 if was != runnable {
                     self.level_set(t, runnable);
                 }
@@ -1078,9 +982,8 @@ impl Scheduler {
     /// call. Deterministic: ties go to the earliest-released thread.
     ///
     /// Inlined into the caller with the priority-only path: the simulator
-    /// picks twice per job, and the calls cost as much as the decision
-    /// (by force, as [`Scheduler::on_block`]).
-    #[inline(always)]
+    /// picks twice per job, and the calls cost as much as the decision.
+    #[inline]
     pub fn pick(&mut self, now: Nanos) -> Decision {
         if self.servers.is_empty() && self.edf_threads == 0 {
             return self.pick_by_priority(now);
@@ -1104,7 +1007,7 @@ impl Scheduler {
     /// budget to charge nor period to close, so the decision is the head of
     /// the EDF band, else the priority bands. Without this the bookkeeping
     /// of the empty bands cost as much as the decision.
-    #[inline(always)]
+    #[inline]
     fn pick_without_servers(&mut self, now: Nanos) -> Decision {
         // `advance` with no server to charge or roll.
         self.stolen_all = Nanos::ZERO;
@@ -1211,7 +1114,7 @@ impl Scheduler {
     /// threads exist (no reservation, no EDF thread): the same decision
     /// without the other bands' bookkeeping, which is most of the cost of a
     /// pick between two or three threads.
-    #[inline(always)]
+    #[inline]
     fn pick_by_priority(&mut self, now: Nanos) -> Decision {
         // `advance` with no server to charge or roll.
         self.stolen_all = Nanos::ZERO;
@@ -1219,14 +1122,12 @@ impl Scheduler {
         if now > self.last {
             self.last = now;
         }
-        // Without locks the two lock-free cases of `best_fixed`, without
-        // the call: the plain maximum, or the levels.
-        let (thread, equal_waiting) = if !self.locks.is_empty() {
-            self.best_fixed(now, false)
-        } else if self.distinct_priorities {
+        // Also checked inside `best_fixed`; kept here as it was benchmarked
+        // (the plain maximum without a call); not measured without it.
+        let (thread, equal_waiting) = if self.distinct_priorities && self.locks.is_empty() {
             (self.highest_priority(), false)
         } else {
-            self.best_fixed_by_level(now)
+            self.best_fixed(now, false)
         };
         self.decide_unreserved(now, thread, equal_waiting)
     }
@@ -1278,9 +1179,8 @@ impl Scheduler {
     /// be there already. Moved into place from the end, past the earlier
     /// deadlines, rather than placed by binary search and `Vec::insert`
     /// (0.4% more instructions on 20 EDF tasks: a memmove call for a few
-    /// entries). Always inlined: once per EDF release, and as a call from
-    /// [`Scheduler::on_release_edf`] its register saves cost a fifth of it.
-    #[inline(always)]
+    /// entries).
+    #[inline]
     fn edf_link(&mut self, t: ThreadId) {
         let th = &self.threads[t];
         let key = edf_key(th.deadline, th.ready_seq);
@@ -1308,24 +1208,13 @@ impl Scheduler {
     }
 
     /// Takes EDF thread `t` out of the band before its runnable state,
-    /// deadline or release order changes. It must be there. The thread
-    /// that blocks is nearly always the one that ran, the last entry: that
-    /// pop is inlined, the search for another is not.
-    #[inline(always)]
+    /// deadline or release order changes. It must be there.
+    #[inline]
     fn edf_unlink(&mut self, t: ThreadId) {
         let q = &mut self.edf_ready;
         if q.last().is_some_and(|e| e.1 == t) {
             q.pop();
-        } else {
-            self.edf_unlink_inner(t);
-        }
-    }
-
-    /// [`Scheduler::edf_unlink`] of an entry other than the last.
-    #[inline(never)]
-    fn edf_unlink_inner(&mut self, t: ThreadId) {
-        let q = &mut self.edf_ready;
-        if let Some(at) = q.iter().rposition(|e| e.1 == t) {
+        } else if let Some(at) = q.iter().rposition(|e| e.1 == t) {
             q.remove(at);
         } else {
             debug_assert!(false, "EDF thread {t} is runnable but not in the band");
@@ -1360,40 +1249,25 @@ impl Scheduler {
         if self.distinct_priorities && self.locks.is_empty() && !timeshare_only {
             return (self.highest_priority(), false);
         }
+        let cur = self.current;
+        let expired = now >= self.slice_start + self.cfg.quantum.max(Nanos(1));
         // Levels are kept while priorities are shared, and without locks
         // they rank exactly as the scan (base priority, then ready order).
         let by_level = !self.distinct_priorities && self.locks.is_empty();
-        if by_level && !timeshare_only {
-            return self.best_fixed_by_level(now);
-        }
-        let cur = self.current;
-        let expired = now >= self.slice_start + self.cfg.quantum.max(Nanos(1));
         if let Some(c) = cur.filter(|_| expired) {
             self.end_slice(now, c, by_level);
         }
-        self.best_fixed_scan(cur, expired, timeshare_only)
-    }
-
-    /// [`Scheduler::best_fixed`] from the levels, with shared priorities
-    /// and no locks: any slice rotation, then the front of the highest
-    /// level. Always inlined into [`Scheduler::pick_by_priority`]: on a
-    /// rate-monotonic set with one pair of equal periods every pick comes
-    /// here, and the call to `best_fixed` cost a third of the decision.
-    #[inline(always)]
-    fn best_fixed_by_level(&mut self, now: Nanos) -> (Option<ThreadId>, bool) {
-        let cur = self.current;
-        let expired = now >= self.slice_start + self.cfg.quantum.max(Nanos(1));
-        if let Some(c) = cur.filter(|_| expired) {
-            self.end_slice(now, c, true);
+        if by_level && !timeshare_only {
+            let r = self.best_by_level(cur, expired);
+            #[cfg(test)]
+            assert_eq!(
+                r,
+                self.best_fixed_scan(cur, expired, false),
+                "priority levels disagree with the scan"
+            );
+            return r;
         }
-        let r = self.best_by_level(cur, expired);
-        #[cfg(test)]
-        assert_eq!(
-            r,
-            self.best_fixed_scan(cur, expired, false),
-            "priority levels disagree with the scan"
-        );
-        r
+        self.best_fixed_scan(cur, expired, timeshare_only)
     }
 
     /// The running thread `c`'s slice has expired: if an equal waits, it
@@ -1437,10 +1311,7 @@ impl Scheduler {
     /// [`Scheduler::best_fixed`]'s choice from the levels: the front of the
     /// highest non-empty one, or the running thread if it is there and its
     /// slice has not expired (the scan ranks it first among its equals).
-    /// Always inlined: left to rustc, it became a call of its own once
-    /// [`Scheduler::best_fixed_by_level`] was inlined into the pick (4% of
-    /// a rate-monotonic run with one pair of equal periods).
-    #[inline(always)]
+    #[inline]
     fn best_by_level(&self, cur: Option<ThreadId>, expired: bool) -> (Option<ThreadId>, bool) {
         for w in (0..4).rev() {
             let m = self.runnable_prio[w];

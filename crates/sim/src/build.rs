@@ -24,7 +24,7 @@ use crate::engine::{
 };
 use crate::outcome::{
     CpuStolen, PeriodTotals, RunOptions, SourceStats, StreamStats, TaskStats, TimelineLog,
-    MAX_SPIKES, TIMELINE_WINDOW_DEFAULT,
+    TIMELINE_WINDOW_DEFAULT,
 };
 use crate::queue::{key, EvQueue, NO_KEY};
 use crate::rng::Rng;
@@ -154,25 +154,7 @@ impl Sim {
         sim.build_streams(&cx, &task_names)?;
         sim.clock_src = sim.add_source(0, "irq", "clock");
         sim.plain = sim.is_plain();
-        sim.reserve_logs();
         Ok(sim)
-    }
-
-    /// Room for what the run queues and logs from its first events: one
-    /// queued event per task, timer, noise source, stream and CPU tick,
-    /// and the spike log up to its cap. Made here, the allocations are
-    /// part of building the machine; grown by the run's first pushes, the
-    /// queue, the spike log and the EDF band were reallocated and copied
-    /// sixteen times inside the timed run of a 21-task set (1% of its
-    /// instructions).
-    fn reserve_logs(&mut self) {
-        let sources = self.tasks.len()
-            + self.timers.len()
-            + self.noises.len()
-            + self.streams.len()
-            + self.cpus.len();
-        self.queue.reserve(sources);
-        self.spikes.reserve_exact(MAX_SPIKES);
     }
 
     /// A machine of `ncpu` idle CPUs with nothing on them yet.

@@ -57,70 +57,59 @@ impl Sim {
     #[inline(never)]
     pub(crate) fn run_plain(mut self, stop: Option<&AtomicBool>) -> Outcome {
         self.initial_events();
-        // Compiled once with the EDF band's upkeep inlined and once without
-        // ([`punctual_sched::Scheduler::on_release_known`]).
-        let interrupted = if self.cpus[0].sched.has_edf_threads() {
-            self.step_plain::<true>(stop)
-        } else {
-            self.step_plain::<false>(stop)
-        };
+        let interrupted;
+        {
+            let Sim {
+                queue,
+                cpus,
+                tasks,
+                timeline,
+                trace,
+                trace_cap,
+                trace_dropped,
+                spikes,
+                spikes_dropped,
+                warnings,
+                seq,
+                events,
+                picks,
+                wake,
+                end_key,
+                abort_on_miss,
+                now,
+                ..
+            } = &mut self;
+            let mut p = Plain {
+                now: Nanos::ZERO,
+                seq: *seq,
+                events: *events,
+                picks: *picks,
+                wake: wake[0],
+                end_key: *end_key,
+                any_deferred: false,
+                deadline_now: false,
+                abort: *abort_on_miss,
+                queue,
+                cpu: &mut cpus[0],
+                tasks,
+                logs: (timeline, trace, *trace_cap, trace_dropped),
+                spikes,
+                spikes_dropped,
+                warnings,
+            };
+            interrupted = p.run(stop);
+            *now = p.now;
+            *seq = p.seq;
+            *events = p.events;
+            *picks = p.picks;
+            wake[0] = p.wake;
+        }
         self.finish(interrupted)
-    }
-
-    /// The loop of [`Sim::run_plain`] on the machine's parts; true when
-    /// `stop` ended it.
-    fn step_plain<const EDF: bool>(&mut self, stop: Option<&AtomicBool>) -> bool {
-        let Sim {
-            queue,
-            cpus,
-            tasks,
-            timeline,
-            trace,
-            trace_cap,
-            trace_dropped,
-            spikes,
-            spikes_dropped,
-            warnings,
-            seq,
-            events,
-            picks,
-            wake,
-            end_key,
-            abort_on_miss,
-            now,
-            ..
-        } = self;
-        let mut p = Plain::<EDF> {
-            now: Nanos::ZERO,
-            seq: *seq,
-            events: *events,
-            picks: *picks,
-            wake: wake[0],
-            end_key: *end_key,
-            any_deferred: false,
-            deadline_now: false,
-            abort: *abort_on_miss,
-            queue,
-            cpu: &mut cpus[0],
-            tasks,
-            logs: (timeline, trace, *trace_cap, trace_dropped),
-            spikes,
-            spikes_dropped,
-            warnings,
-        };
-        let interrupted = p.run(stop);
-        *now = p.now;
-        *seq = p.seq;
-        *events = p.events;
-        *picks = p.picks;
-        wake[0] = p.wake;
-        interrupted
     }
 }
 
-/// The machine's parts a plain run touches, borrowed apart; `EDF`: the
-/// scheduler has EDF threads.
-struct Plain<'a, const EDF: bool> {
+/// The machine's parts a plain run touches, borrowed apart.
+struct Plain<'a> {
     now: Nanos,
     seq: u64,
     events: u64,
@@ -154,7 +143,7 @@ enum Advance {
     Over,
 }
 
-impl<const EDF: bool> Plain<'_, EDF> {
+impl Plain<'_> {
     /// The loop of [`Sim::run`]; true when `stop` ended it.
     #[inline(always)]
     fn run(&mut self, stop: Option<&AtomicBool>) -> bool {
@@ -264,7 +253,7 @@ impl<const EDF: bool> Plain<'_, EDF> {
             }
             t.active = false;
             let tid = t.tid;
-            self.cpu.sched.on_block_known::<EDF>(now, tid);
+            self.cpu.sched.on_block(now, tid);
             if !self.job_over(i) && self.cpu.running == Some(i) {
                 self.cpu.seg_end = Nanos::MAX;
             }
@@ -306,7 +295,7 @@ impl<const EDF: bool> Plain<'_, EDF> {
             self.cpu.seg_end = t.seg_end_from(now);
         }
         let dl = t.job_deadline.filter(|_| t.edf);
-        self.cpu.sched.on_release_known::<EDF>(now, t.tid, dl);
+        self.cpu.sched.on_release(now, t.tid, dl);
         self.cpu.need_pick = true;
     }
 
@@ -332,7 +321,7 @@ impl<const EDF: bool> Plain<'_, EDF> {
             return true;
         }
         let tid = t.tid;
-        self.cpu.sched.on_block_known::<EDF>(now, tid);
+        self.cpu.sched.on_block(now, tid);
         self.cpu.need_pick = true;
         false
     }
@@ -380,10 +369,7 @@ impl<const EDF: bool> Plain<'_, EDF> {
     }
 
     /// [`Sim::cpu_update`] with nothing at interrupt level: completions and
-    /// picks at this instant, then the wake-up. Always inlined into its
-    /// three callers: as a call, its register saves and restores were 1-2%
-    /// of a short run's instructions.
-    #[inline(always)]
+    /// picks at this instant, then the wake-up.
     fn cpu_update(&mut self) {
         let now = self.now;
         self.cpu.deferred = false;
@@ -433,7 +419,7 @@ impl<const EDF: bool> Plain<'_, EDF> {
         let cpu = &mut *self.cpu;
         let tasks = &mut *self.tasks;
         cpu.need_pick = false;
-        let d = cpu.sched.pick_known::<EDF>(now);
+        let d = cpu.sched.pick(now);
         let next = d.thread.map(|tid| cpu.thread_task[tid]);
         cpu.until = d.until.filter(|u| *u > now);
         let prev = cpu.running;

@@ -60,12 +60,6 @@ impl<T: Copy> EvQueue<T> {
         }
     }
 
-    /// Room for `n` more events, made while the machine is built rather
-    /// than by the first pushes of the run.
-    pub(crate) fn reserve(&mut self, n: usize) {
-        self.v.reserve(n);
-    }
-
     /// Number of queued events.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
