@@ -402,9 +402,26 @@ fn undo(a: &Action, dir: &Path, owner: u32) -> Result<Option<String>, String> {
             if find_mount().is_none() || shared_mount_in_use(dir, owner, target) {
                 return Ok(None);
             }
-            umount(target, 0)
-                .map(|()| Some(format!("unmounted tracefs at {}", target.display())))
-                .map_err(|e| format!("left tracefs mounted at {} ({e})", target.display()))
+            // Busy means files of it are still open: this process's own
+            // readers when a second Ctrl-C exits at once, or a tracer
+            // started during the run. The mount was this run's, so it is
+            // detached from the tree now, as the machine had it, and the
+            // kernel frees it once those files close (at this exit).
+            match umount(target, 0) {
+                Ok(()) => Ok(Some(format!("unmounted tracefs at {}", target.display()))),
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => umount(target, libc::MNT_DETACH)
+                    .map(|()| {
+                        Some(format!(
+                            "detached tracefs from {} (its open files close with them)",
+                            target.display()
+                        ))
+                    })
+                    .map_err(|e| format!("left tracefs mounted at {} ({e})", target.display())),
+                Err(e) => Err(format!(
+                    "left tracefs mounted at {} ({e})",
+                    target.display()
+                )),
+            }
         }
         Action::Mount {
             target,
