@@ -415,14 +415,7 @@ impl PhaseDiagnostic {
     /// to the rest as the part that outlasts the median (`tail_to_rest`).
     fn cap_bursts(&self, burst: &mut Vec<(f64, f64)>, burst_sum: f64, rest: &mut AgeStalls) {
         if let Some(f) = self.burst_cap {
-            let mut acc = 0.0;
-            let median = burst
-                .iter()
-                .find(|&&(_, sh)| {
-                    acc += sh;
-                    acc >= 0.5
-                })
-                .map_or(0.0, |&(y, _)| y);
+            let median = share_quantile(burst, 0.5);
             if self.tail_to_rest {
                 let moved: Vec<(f64, f64)> = burst
                     .iter()
@@ -1043,20 +1036,19 @@ fn rest_measure(base: &[f64], seen: &[f64], seen_sum: f64, logged_per_s: f64) ->
 /// stalls, which the first round already holds.
 const UNION_ROUNDS: usize = 4;
 
-/// The quartiles of lengths given as (length, share), ascending.
-fn quartiles(lengths: &[(f64, f64)]) -> (f64, f64) {
+/// The `q` quantile of lengths given as (length, share), ascending: the
+/// first length whose cumulative share reaches q of the whole (the
+/// longest if rounding leaves it short; 0 for none).
+fn share_quantile(lengths: &[(f64, f64)], q: f64) -> f64 {
     let total: f64 = lengths.iter().map(|(_, s)| s).sum();
-    let at = |q: f64| {
-        let mut acc = 0.0;
-        for &(y, s) in lengths {
-            acc += s;
-            if acc >= q * total {
-                return y;
-            }
+    let mut acc = 0.0;
+    for &(y, s) in lengths {
+        acc += s;
+        if acc >= q * total {
+            return y;
         }
-        lengths.last().map_or(0.0, |l| l.0)
-    };
-    (at(0.25), at(0.75))
+    }
+    lengths.last().map_or(0.0, |l| l.0)
 }
 
 /// Takes the record's unions of a burst and a rest stall out of the
@@ -1122,7 +1114,7 @@ fn hand_unions_to_rest(
         .zip(burst.iter())
         .map(|(&(y, _), b)| (y, b / total))
         .collect();
-    let (q1, q3) = quartiles(&shares);
+    let (q1, q3) = (share_quantile(&shares, 0.25), share_quantile(&shares, 0.75));
     let (low, fence) = (q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1));
     let mut moved = vec![0.0; lengths.len()];
     for (j, &(y, _)) in lengths.iter().enumerate() {

@@ -407,21 +407,24 @@ fn undo(a: &Action, dir: &Path, owner: u32) -> Result<Option<String>, String> {
             // started during the run. The mount was this run's, so it is
             // detached from the tree now, as the machine had it, and the
             // kernel frees it once those files close (at this exit).
-            match umount(target, 0) {
-                Ok(()) => Ok(Some(format!("unmounted tracefs at {}", target.display()))),
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => umount(target, libc::MNT_DETACH)
-                    .map(|()| {
-                        Some(format!(
+            let detached = match umount(target, 0) {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    umount(target, libc::MNT_DETACH).map(|()| true)
+                }
+                r => r.map(|()| false),
+            };
+            detached
+                .map(|d| {
+                    Some(if d {
+                        format!(
                             "detached tracefs from {} (its open files close with them)",
                             target.display()
-                        ))
+                        )
+                    } else {
+                        format!("unmounted tracefs at {}", target.display())
                     })
-                    .map_err(|e| format!("left tracefs mounted at {} ({e})", target.display())),
-                Err(e) => Err(format!(
-                    "left tracefs mounted at {} ({e})",
-                    target.display()
-                )),
-            }
+                })
+                .map_err(|e| format!("left tracefs mounted at {} ({e})", target.display()))
         }
         Action::Mount {
             target,

@@ -740,7 +740,8 @@ fn located(
 }
 
 /// The override whose value spans byte `at` of `text` (the text after
-/// the overrides), found by walking its dotted key as `set_path` does.
+/// the overrides), found by walking its dotted key as `set_path` does,
+/// entries selected by the same [`entry_index`].
 fn set_holding<'a>(
     text: &str,
     sets: &'a [(String, String)],
@@ -760,13 +761,9 @@ fn set_holding<'a>(
             };
             item = next;
             if let (Some(arr), Some(sel)) = (item.as_array_of_tables(), parts.get(i + 1)) {
-                let t = match sel.parse::<usize>() {
-                    Ok(n) => arr.get(n),
-                    Err(_) => arr
-                        .iter()
-                        .find(|t| t.get("name").and_then(|n| n.as_str()) == Some(*sel)),
+                let Some(t) = entry_index(arr, sel).and_then(|n| arr.get(n)) else {
+                    return false;
                 };
-                let Some(t) = t else { return false };
                 let Some(rest) = parts.get(i + 2) else {
                     return false;
                 };
@@ -837,13 +834,7 @@ fn set_path(
     let child = tl.get_mut(p).expect("present");
     if let Some(arr) = child.as_array_of_tables_mut() {
         let sel = parts[1];
-        let idx = match sel.parse::<usize>() {
-            Ok(n) => Some(n),
-            Err(_) => arr
-                .iter()
-                .position(|t| t.get("name").and_then(|n| n.as_str()) == Some(sel)),
-        };
-        let Some(t) = idx.and_then(|i| arr.get_mut(i)) else {
+        let Some(t) = entry_index(arr, sel).and_then(|i| arr.get_mut(i)) else {
             return Err(format!(
                 "--set '{key}': no [[{p}]] named or numbered '{sel}'"
             ));
@@ -865,6 +856,17 @@ fn set_path(
         .as_table_like_mut()
         .ok_or_else(|| format!("--set '{key}': '{p}' is not a table"))?;
     set_path(t, &parts[1..], value, key)
+}
+
+/// The entry of `[[table]]` entries that a `--set` path's selector names:
+/// a number is its index, anything else the entry of that `name`.
+fn entry_index(arr: &toml_edit::ArrayOfTables, sel: &str) -> Option<usize> {
+    match sel.parse::<usize>() {
+        Ok(n) => Some(n),
+        Err(_) => arr
+            .iter()
+            .position(|t| t.get("name").and_then(|n| n.as_str()) == Some(sel)),
+    }
 }
 
 /// Parses a "`a..b/step`" sweep into its values (at most 10 000).

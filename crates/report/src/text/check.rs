@@ -131,12 +131,7 @@ pub fn verdicts(v: &[Verdict], from: &str, unrepresentative: Option<&str>) -> St
         v.len(),
         verdict::tally(v)
     );
-    if let Some(why) = unrepresentative {
-        out.push_str(&format!("   NOT REPRESENTATIVE: {why}\n"));
-    }
-    for x in v {
-        out.push_str(&format!("  {} {}\n", verdict::mark(x.state), x.message));
-    }
+    out.push_str(&verdict::compact(v, unrepresentative));
     out
 }
 

@@ -15,7 +15,7 @@ use punctual_record::Record;
 use punctual_units::Nanos;
 use serde_json::{json, Value};
 
-use crate::text::verdict::{mark, render_verdicts, tally};
+use crate::text::verdict::{compact, render_verdicts, tally};
 
 /// What the forecast is asked for, validated before any record is read.
 pub use punctual_analysis::plan::Plan;
@@ -31,12 +31,7 @@ pub fn verdicts(shown: &str, v: &[Verdict], unrepresentative: Option<&str>) -> S
         tally(v)
     );
     match unrepresentative {
-        Some(why) => {
-            out.push_str(&format!("   NOT REPRESENTATIVE: {why}\n"));
-            for x in v {
-                out.push_str(&format!("  {} {}\n", mark(x.state), x.message));
-            }
-        }
+        Some(_) => out.push_str(&compact(v, unrepresentative)),
         None => out.push_str(&render_verdicts(v)),
     }
     out.push('\n');

@@ -31,13 +31,38 @@ pub fn mark(s: VerdictState) -> &'static str {
 
 /// "3 meet, 2 miss, 21 inconclusive": the counts a heading gives.
 pub fn tally(v: &[Verdict]) -> String {
-    let n = |s: VerdictState| v.iter().filter(|x| x.state == s).count();
-    format!(
-        "{} meet, {} miss, {} inconclusive",
-        n(VerdictState::Meets),
-        n(VerdictState::Misses),
-        n(VerdictState::Inconclusive)
-    )
+    tally_states(v.iter().map(|x| x.state))
+}
+
+/// [`tally`] of the states alone, for verdicts computed now and verdicts
+/// a record keeps alike.
+fn tally_states(states: impl Iterator<Item = VerdictState>) -> String {
+    let (mut meet, mut miss, mut open) = (0, 0, 0);
+    for s in states {
+        match s {
+            VerdictState::Meets => meet += 1,
+            VerdictState::Misses => miss += 1,
+            VerdictState::Inconclusive => open += 1,
+        }
+    }
+    format!("{meet} meet, {miss} miss, {open} inconclusive")
+}
+
+/// The line that says, once above them all, why the verdicts below do
+/// not stand for a real-time consumer on one machine.
+fn caveat(why: &str) -> String {
+    format!("   NOT REPRESENTATIVE: {why}\n")
+}
+
+/// The verdicts as compact lines (mark and sentence, without the
+/// per-line note) under the caveat when there is one: what `check` and
+/// `forecast` print when the caveat is said once for all of them.
+pub fn compact(v: &[Verdict], unrepresentative: Option<&str>) -> String {
+    let mut out = unrepresentative.map(caveat).unwrap_or_default();
+    for x in v {
+        out.push_str(&format!("  {} {}\n", mark(x.state), x.message));
+    }
+    out
 }
 
 /// A record's verdicts as it keeps them (`verdicts[]`), read back without
@@ -49,17 +74,14 @@ pub fn entries(v: &[VerdictEntry]) -> String {
     if v.is_empty() {
         return String::new();
     }
-    let n = |s: VerdictState| v.iter().filter(|x| x.state == s).count();
     let mut out = format!(
-        "== verdicts for {} workload profiles: {} meet, {} miss, {} inconclusive (decided only \
-         when the whole 95% CI of the MTTF is on one side of the target)\n",
+        "== verdicts for {} workload profiles: {} (decided only when the whole 95% CI of the \
+         MTTF is on one side of the target)\n",
         v.len(),
-        n(VerdictState::Meets),
-        n(VerdictState::Misses),
-        n(VerdictState::Inconclusive)
+        tally_states(v.iter().map(|x| x.state))
     );
     if let Some(why) = v.iter().find_map(|x| x.note.as_deref()) {
-        out.push_str(&format!("   NOT REPRESENTATIVE: {why}\n"));
+        out.push_str(&caveat(why));
     }
     for x in v {
         let point = match x.mttf_s {
