@@ -129,9 +129,14 @@ fn noise_probe(cpu: u32, dur: Nanos) -> (ProbeThread, Record, ProbeGaps) {
 struct Named {
     /// Share of all stolen time named.
     all: f64,
-    /// Share named of the stolen time less the host's (see [`host_ns`]):
-    /// at least 90%.
+    /// Share named of the stolen time less the host's (see [`host_ns`]),
+    /// with the least host steal the kernel's tick count allows set
+    /// aside: at least 90% decides a pass.
     judged: f64,
+    /// The same share with the most host steal the tick count allows set
+    /// aside: under 90% decides a failure. Between the two the data
+    /// cannot decide (the steal is counted in whole ticks of 10 ms).
+    judged_most: f64,
     /// The intervals with no guest event at all: the largest ten (ms into
     /// the run, ns), their count and total — on a shortfall, the evidence
     /// for whoever has to find their cause.
@@ -143,8 +148,19 @@ struct Named {
     quiet_share: f64,
 }
 
+/// What one probe run says of the 90% check.
+#[derive(Debug, PartialEq)]
+enum Judged {
+    Pass,
+    /// The steal's whole ticks leave the share on both sides of 90%.
+    Undecided,
+}
+
 impl Named {
-    fn assert(&self) {
+    /// Fails only when the data decides a failure: under 90% named even
+    /// with the most host steal set aside, or too much time with no guest
+    /// event at all.
+    fn assert(&self) -> Judged {
         if self.judged < 0.90 || self.quiet_share > MAX_QUIET_SHARE {
             eprintln!(
                 "{} intervals with no guest event at all, {} ns; the largest (ms into the run, ns): {:?}",
@@ -152,10 +168,11 @@ impl Named {
             );
         }
         assert!(
-            self.judged >= 0.90,
-            "only {:.1}% named ({:.1}% once the host's steal and the intervals without a guest event are set aside)",
+            self.judged_most >= 0.90,
+            "only {:.1}% named ({:.1}%-{:.1}% once the host's steal and the intervals without a guest event are set aside)",
             self.all * 100.0,
-            self.judged * 100.0
+            self.judged * 100.0,
+            self.judged_most * 100.0
         );
         assert!(
             self.quiet_share <= MAX_QUIET_SHARE,
@@ -163,6 +180,16 @@ impl Named {
             self.quiet_share * 100.0,
             MAX_QUIET_SHARE * 100.0
         );
+        if self.judged >= 0.90 {
+            Judged::Pass
+        } else {
+            eprintln!(
+                "undecided: {:.1}%-{:.1}% named, the host's steal being counted in whole ticks",
+                self.judged * 100.0,
+                self.judged_most * 100.0
+            );
+            Judged::Undecided
+        }
     }
 }
 
@@ -188,9 +215,10 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
         .map_or(0, |k| k.steal_ns.0);
     let mut quiet = quiet_intervals(trace, cpu, tid, origin, &log);
     let quiet_total: u64 = quiet.iter().map(|q| q.1).sum();
-    let host = host_ns(sp.no_event_ns, steal, quiet_total);
+    let (host, host_most) = host_ns(sp.no_event_ns, steal, quiet_total);
     let named = sp.named_ns + sp.entry_exit_ns + sp.loop_ns;
     let judged = named as f64 / (sp.stolen_ns - host).max(1) as f64;
+    let judged_most = named as f64 / (sp.stolen_ns - host_most).max(1) as f64;
     let faults = rec.stolen[0]
         .by_source
         .iter()
@@ -212,6 +240,7 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
     let mut out = Named {
         all: sp.named_fraction(),
         judged,
+        judged_most,
         quiet: Vec::new(),
         quiet_count: 0,
         quiet_ns: 0,
@@ -240,9 +269,10 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
 /// Time with no guest event that the host took, by the kernel's own
 /// account: the steal time /proc/stat reports for the CPU over the
 /// probe's run (the paravirtual steal clock: how long the host kept the
-/// vCPU waiting to run). /proc/stat counts it in USER_HZ ticks, so a
-/// delta of n ticks means more than n - 1 ticks of steal; only that
-/// lower bound of the no-event time is set aside. The rest must be
+/// vCPU waiting to run). /proc/stat counts it in USER_HZ ticks, truncated,
+/// so a delta of n ticks means more than n - 1 and less than n + 1 ticks
+/// of steal: both bounds are returned, and a run is judged a pass on the
+/// first and a failure on the second. The rest must be
 /// named like everything else, so a guest cause the recorder does not
 /// see still fails the check. What the host does while the vCPU runs —
 /// its own interrupts, supplying a page on a fault — is not steal; the
@@ -259,10 +289,12 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
 /// them, 16.5 ms, 20.7%, the largest 30-92 µs, most on that grid). They
 /// are bounded instead ([`MAX_QUIET_SHARE`]), so a recorder that stops
 /// seeing the guest fails.
-fn host_ns(no_event_ns: u64, steal_ns: u64, quiet_ns: u64) -> u64 {
+fn host_ns(no_event_ns: u64, steal_ns: u64, quiet_ns: u64) -> (u64, u64) {
     // SAFETY: sysconf has no memory effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    no_event_ns.min(steal_ns.saturating_sub(1_000_000_000 / hz).max(quiet_ns))
+    let tick = 1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let least = steal_ns.saturating_sub(tick).max(quiet_ns);
+    let most = (steal_ns + tick).max(quiet_ns);
+    (no_event_ns.min(least), no_event_ns.min(most))
 }
 
 /// Most of the stolen time that may fall in intervals with no guest event
@@ -520,18 +552,35 @@ fn disk_reads_show_as_the_disk_irq_and_block_softirq() {
     assert!(block.count > 0);
 
     // The noise probe on that CPU while another CPU reads: its stolen time
-    // is the disk's interrupts and what surrounds them, and has names.
+    // is the disk's interrupts and what surrounds them, and has names. A
+    // run the host's steal leaves undecided is run again, three at most.
     let other = if cpu == 0 { 1 } else { 0 };
+    for attempt in 1..=3 {
+        match probe_beside_reads(&dev, &path, cpu, other) {
+            Some(Judged::Pass) => break,
+            None => break,
+            Some(Judged::Undecided) if attempt == 3 => {
+                eprintln!("skipped the 90% check: three runs the host's steal left undecided")
+            }
+            Some(Judged::Undecided) => {}
+        }
+    }
+    drop(route);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// One noise probe on `cpu` while `other` reads `path`: the disk's
+/// sources named, and what the 90% check says (`None`: the disk was too
+/// slow to judge).
+fn probe_beside_reads(dev: &str, path: &std::path::Path, cpu: u32, other: u32) -> Option<Judged> {
     let rec = FlightRecorder::start(&[cpu], &opts()).expect("recorder starts as root");
     let stop = Arc::new(AtomicBool::new(false));
-    let (p2, s2) = (path.clone(), Arc::clone(&stop));
+    let (p2, s2) = (path.to_path_buf(), Arc::clone(&stop));
     let reader = std::thread::spawn(move || direct_reads(p2, other, Some(&s2)));
     let (probe, mut record, gaps) = noise_probe(cpu, Nanos::from_ms(1200));
     stop.store(true, Ordering::Relaxed);
     let reads = reader.join().unwrap();
     let trace = rec.stop().unwrap();
-    drop(route);
-    let _ = std::fs::remove_file(&path);
     assert_eq!(trace.lost.values().sum::<u64>(), 0, "events lost");
     let named = named_split(&trace, &mut record, probe, gaps);
     let by = &record.stolen[0].by_source;
@@ -551,9 +600,9 @@ fn disk_reads_show_as_the_disk_irq_and_block_softirq() {
     // hypervisor) as most of the stolen time, which is not this test.
     if reads < 2000 {
         eprintln!("skipped the 90% check: only {reads} reads in 1.2 s (disk busy elsewhere)");
-        return;
+        return None;
     }
-    named.assert();
+    Some(named.assert())
 }
 
 /// Direct (O_DIRECT) 4 KiB reads of `path` from a thread on `cpu`: four
