@@ -137,6 +137,9 @@ struct Named {
     /// aside: under 90% decides a failure. Between the two the data
     /// cannot decide (the steal is counted in whole ticks of 10 ms).
     judged_most: f64,
+    /// The host's steal as a share of all stolen time: past
+    /// [`MAX_STEAL_SHARE`] the run cannot judge the 90%.
+    steal_share: f64,
     /// The intervals with no guest event at all: the largest ten (ms into
     /// the run, ns), their count and total — on a shortfall, the evidence
     /// for whoever has to find their cause.
@@ -158,8 +161,8 @@ enum Judged {
 
 impl Named {
     /// Fails only when the data decides a failure: under 90% named even
-    /// with the most host steal set aside, or too much time with no guest
-    /// event at all.
+    /// with the most host steal set aside in a run the host's steal does
+    /// not dominate, or too much time with no guest event at all.
     fn assert(&self) -> Judged {
         if self.judged < 0.90 || self.quiet_share > MAX_QUIET_SHARE {
             eprintln!(
@@ -168,7 +171,7 @@ impl Named {
             );
         }
         assert!(
-            self.judged_most >= 0.90,
+            self.judged_most >= 0.90 || self.steal_share > MAX_STEAL_SHARE,
             "only {:.1}% named ({:.1}%-{:.1}% once the host's steal and the intervals without a guest event are set aside)",
             self.all * 100.0,
             self.judged * 100.0,
@@ -182,6 +185,14 @@ impl Named {
         );
         if self.judged >= 0.90 {
             Judged::Pass
+        } else if self.steal_share > MAX_STEAL_SHARE {
+            eprintln!(
+                "undecided: {:.1}%-{:.1}% named while the host's steal was {:.0}% of the stolen time",
+                self.judged * 100.0,
+                self.judged_most * 100.0,
+                self.steal_share * 100.0
+            );
+            Judged::Undecided
         } else {
             eprintln!(
                 "undecided: {:.1}%-{:.1}% named, the host's steal being counted in whole ticks",
@@ -241,6 +252,7 @@ fn named_split(trace: &Trace, rec: &mut Record, probe: ProbeThread, gaps: ProbeG
         all: sp.named_fraction(),
         judged,
         judged_most,
+        steal_share: steal as f64 / sp.stolen_ns.max(1) as f64,
         quiet: Vec::new(),
         quiet_count: 0,
         quiet_ns: 0,
@@ -305,6 +317,16 @@ fn host_ns(no_event_ns: u64, steal_ns: u64, quiet_ns: u64) -> (u64, u64) {
 /// host's share has reached 20.7% in one run here (see [`host_ns`]), which
 /// the earlier bound of 20% failed.
 const MAX_QUIET_SHARE: f64 = 1.0 / 3.0;
+
+/// Most of the stolen time the host's steal may take for a run to judge
+/// the 90%. What the host does while the vCPU runs (its own interrupts,
+/// exits) is not steal and lands in the no-event time, about 1% of a run
+/// on a quiet host; it grows with the host's load, and where the host
+/// steals most of the stolen time it reaches the 10% the check allows:
+/// 10-20 ms of no-event time beyond the steal's tick bounds in disk runs
+/// here whose steal was 57-64% of the stolen time, so such a run is left
+/// undecided.
+const MAX_STEAL_SHARE: f64 = 0.5;
 
 /// The probe's intervals with no guest event at all: (start on the trace
 /// clock, length ns).
