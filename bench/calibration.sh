@@ -51,7 +51,10 @@
 # the bursts keep their own cluster and hand the rest what lies beyond it,
 # less the unions the chain makes, and the chain extends each burst by
 # the rest stalls that overlap it (CAL_UNIONS=split or =chain: one part
-# alone; with CAL_REST, the model on the shape's own rest).
+# alone; with CAL_REST, the model on the shape's own rest); the rest is
+# corrected at the left ends of its monotone pieces, the stall threshold
+# and the bursts' edge, and CAL_RAW_ENDS=1 reads it without that
+# correction.
 # Prints a markdown table: coverage of the nominal 95%
 # interval (with its own Wilson interval, and beside it the coverage the
 # same interval on a count would reach if each record's own count of

@@ -690,12 +690,17 @@ fn phase_diagnostic() -> PhaseDiagnostic {
         Some("chain") => (false, true),
         Some(v) => bad("CAL_UNIONS must be 1, split or chain", v),
     };
+    // CAL_RAW_ENDS=1 (with CAL_UNIONS): the rest's stall model as the
+    // least concave majorant has it at its pieces' left ends, without the
+    // boundary correction (docs/forecast.md §3.3).
+    let raw_ends = std::env::var_os("CAL_RAW_ENDS").is_some();
     PhaseDiagnostic {
         rest,
         burst_cap,
         tail_to_rest,
         split_unions,
         chain_unions,
+        raw_ends,
     }
 }
 
