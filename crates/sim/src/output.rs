@@ -484,9 +484,12 @@ fn period_summary(p: &PeriodTotals) -> PeriodSummary {
     }
 }
 
+/// One of a task's recorders.
+type Pick = fn(&TaskStats) -> &Recorder;
+
 /// The series merged over every task, named `<all>.latency`, … .
 fn all_series(o: &Outcome, all: &str) -> Vec<Series> {
-    let picks: [(fn(&TaskStats) -> &Recorder, Metric); 3] = [
+    let picks: [(Pick, Metric); 3] = [
         (|t| &t.latency, Metric::Latency),
         (|t| &t.interval, Metric::Interval),
         (|t| &t.response, Metric::Response),
@@ -963,7 +966,7 @@ mod tests {
             }
         }
         // The scenario text (about 8 MB) is kept deflated and reads back.
-        assert!(back.config.get("scenario").is_none());
+        assert!(!back.config.contains_key("scenario"));
         let kept = punctual_record::sim::scenario_text(&back.config).unwrap();
         assert_eq!(kept, scn.text);
         assert!(back
