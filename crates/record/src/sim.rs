@@ -35,6 +35,38 @@ pub struct SimSection {
     /// The answers to the scenario's `[[constraint]]` queries, when it has any.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub constraints: BTreeMap<String, SimConstraint>,
+    /// Only when the record left tasks' own data out to stay under its
+    /// size bound, so records that fit are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folded: Option<SimFolded>,
+}
+
+/// How a record too large for its bound was folded: which tasks kept what,
+/// and the totals over every task, so a reader still has them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SimFolded {
+    /// The bound, in bytes of the record as written (indented JSON).
+    pub bytes_max: u64,
+    /// The order tasks were kept in, worst first.
+    pub order: String,
+    /// Tasks in the run.
+    pub tasks: u64,
+    /// Tasks with their own series and `extra.summary` keys.
+    pub detailed: u64,
+    /// Tasks with only their counts in `tasks` (`response_max_ns` among them).
+    pub counted: u64,
+    /// Tasks in none of the above: only in the totals here and in the
+    /// `series` merged over every task.
+    pub totals_only: u64,
+    /// The prefix of the series merged over every task (`<prefix>.latency`,
+    /// `.interval`, `.response`) and of their `extra.summary` keys.
+    pub all: String,
+    /// Sums over every task.
+    pub jobs: u64,
+    pub deadline_misses: u64,
+    pub backlog_lost: u64,
+    pub preemptions: u64,
 }
 
 /// One simulated task's counts.
@@ -63,6 +95,10 @@ pub struct SimTask {
     /// (multiprocessor runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_migrations: Option<u64>,
+    /// The task's longest response: only for a task a folded record keeps
+    /// without its series, where it is the one figure of how late it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_max_ns: Option<Nanos>,
 }
 
 /// One simulated stream's delivery.
@@ -105,4 +141,81 @@ pub struct SimConstraint {
     pub received_ns: Nanos,
     pub completed_at_ns: Option<Nanos>,
     pub met_deadline: bool,
+}
+
+/// The scenario text a simulated record keeps in `config`: `scenario` as
+/// written, or `scenario_deflated` (base64 of a zlib stream) for a text
+/// too long to keep as it is. `None` when the record kept only the
+/// text's hash (`scenario_fnv1a64`), or none.
+pub fn scenario_text(config: &BTreeMap<String, serde_json::Value>) -> Option<String> {
+    if let Some(t) = config.get("scenario").and_then(|v| v.as_str()) {
+        return Some(t.to_string());
+    }
+    let packed = config.get("scenario_deflated")?.as_str()?;
+    unpack_text(packed).ok()
+}
+
+/// A text deflated (zlib) and written in base64, as the record keeps
+/// HdrHistograms.
+pub fn pack_text(text: &str) -> String {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    // Writing into a Vec cannot fail.
+    z.write_all(text.as_bytes()).expect("in memory");
+    let bytes = z.finish().expect("in memory");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The text [`pack_text`] packed.
+pub fn unpack_text(packed: &str) -> Result<String, String> {
+    use base64::Engine as _;
+    use std::io::Read as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(packed)
+        .map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    flate2::read::ZlibDecoder::new(&bytes[..])
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    Ok(text)
+}
+
+/// FNV-1a, 64 bits, in hex: names a scenario text too large to keep even
+/// deflated, so two records can be told to come from the same text. Not a
+/// cryptographic hash.
+pub fn fnv1a64(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packed_text_reads_back_and_a_plain_one_wins() {
+        let text = "[[task]]\nname = \"a\"\n".repeat(1000);
+        let packed = pack_text(&text);
+        assert!(packed.len() < text.len() / 10, "{}", packed.len());
+        let mut config = BTreeMap::new();
+        config.insert("scenario_deflated".to_string(), packed.into());
+        assert_eq!(scenario_text(&config).as_deref(), Some(text.as_str()));
+        config.insert("scenario".to_string(), "plain".into());
+        assert_eq!(scenario_text(&config).as_deref(), Some("plain"));
+        config.clear();
+        config.insert("scenario_deflated".to_string(), "not base64!".into());
+        assert_eq!(scenario_text(&config), None);
+    }
+
+    #[test]
+    fn fnv1a64_is_the_published_function() {
+        // The reference values of the 64-bit FNV-1a test suite.
+        assert_eq!(fnv1a64(""), "cbf29ce484222325");
+        assert_eq!(fnv1a64("a"), "af63dc4c8601ec8c");
+    }
 }

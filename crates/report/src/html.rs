@@ -165,7 +165,8 @@ fn platforms(inputs: &[Input]) -> Vec<(String, Platform)> {
 fn scenario_note(r: &Record) -> Option<String> {
     let text = |k: &str| r.config.get(k).and_then(|v| v.as_str());
     let file = text("scenario_file").or_else(|| text("scenario_name"));
-    let description = text("scenario").and_then(|t| {
+    let scenario = punctual_record::sim::scenario_text(&r.config);
+    let description = scenario.as_deref().and_then(|t| {
         t.lines().find_map(|l| {
             let (k, v) = l.split_once('=')?;
             (k.trim() == "description").then(|| v.trim().trim_matches('"').to_string())

@@ -390,3 +390,88 @@ fn many_tasks_of_one_priority_and_many_timeshare_tasks_simulate() {
     assert_eq!(sim.tasks.len(), 200);
     assert!(sim.tasks.values().all(|t| t.jobs == 1), "{:?}", sim.tasks);
 }
+
+/// A scenario whose whole record would pass 5 MB (20,000 tasks, about
+/// 3.6 KB each) is folded: the run says so on standard error, the record
+/// is under the bound, and every reader takes it.
+#[test]
+fn a_record_past_its_bound_is_folded_with_a_warning_and_every_reader_takes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let scn = dir.path().join("many.toml");
+    let mut text = String::from("[sim]\nduration = \"20ms\"\n");
+    for i in 0..20_000 {
+        text.push_str(&format!(
+            "[[task]]\nname = \"t{i}\"\nkind = \"periodic\"\npriority = {}\nperiod = \"{}ms\"\nexec = \"10us\"\n",
+            1 + i % 31,
+            2 + i % 50
+        ));
+    }
+    std::fs::write(&scn, text).unwrap();
+    let json = dir.path().join("r.json");
+    punctual()
+        .arg("simulate")
+        .arg(&scn)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("all (20000 tasks)"))
+        .stderr(predicate::str::contains(
+            "the 100 that fared worst keep their series",
+        ))
+        .stderr(predicate::str::contains("only in the totals"));
+    let len = std::fs::metadata(&json).unwrap().len();
+    assert!(len <= 5_000_000, "{len}");
+    let r = punctual_record::Record::read(&json).unwrap();
+    assert_eq!(r.sim().unwrap().folded.unwrap().tasks, 20_000);
+    // The saved record prints what the run printed.
+    punctual()
+        .args(["report", "--format", "text"])
+        .arg(&json)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("all (20000 tasks)"));
+    let html = dir.path().join("r.html");
+    punctual()
+        .arg("report")
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .assert()
+        .success();
+    assert!(std::fs::read_to_string(&html)
+        .unwrap()
+        .contains("all.latency"));
+    punctual()
+        .arg("report")
+        .arg(&json)
+        .args(["--format", "prometheus"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("all.latency"));
+    for format in ["junit", "json"] {
+        punctual()
+            .arg("report")
+            .arg(&json)
+            .args(["--format", format])
+            .assert()
+            .success();
+    }
+    let merged = dir.path().join("m.json");
+    punctual()
+        .arg("report")
+        .arg(&json)
+        .arg(&json)
+        .arg("--merge")
+        .arg("-o")
+        .arg(&merged)
+        .assert()
+        .success();
+    punctual()
+        .arg("compare")
+        .arg(&json)
+        .arg(&json)
+        .assert()
+        .success();
+    punctual().arg("forecast").arg(&json).assert().success();
+}

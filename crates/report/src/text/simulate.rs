@@ -36,13 +36,14 @@ fn us(n: Nanos) -> String {
 /// streams and constraints; `None` when the record's text no longer
 /// parses (a record from another version of the scenario format).
 fn scenario(rec: &Record) -> Option<Scenario> {
-    let text = rec.config.get("scenario")?.as_str()?;
+    // Kept deflated past a size, or only hashed past another.
+    let text = punctual_record::sim::scenario_text(&rec.config)?;
     let file = rec
         .config
         .get("scenario_file")
         .and_then(|v| v.as_str())
         .unwrap_or("");
-    Scenario::parse(file, text, &[]).ok()
+    Scenario::parse(file, &text, &[]).ok()
 }
 
 /// `names` in the scenario's order (`order`), then any the scenario does
@@ -196,7 +197,16 @@ fn tasks(w: &mut String, rec: &Record, sim: &SimSection, scn: Option<&Scenario>)
         for (name, t) in &rows {
             let lat = series(name, Metric::Latency);
             let int = series(name, Metric::Interval);
-            let p = |s: Option<&Series>, f: fn(&Series) -> Nanos| us(s.map_or(Nanos::ZERO, f));
+            // A task a folded record keeps without its series (it has its
+            // longest response instead): a dash, not a zero.
+            let bare = t.response_max_ns.is_some();
+            let p = |s: Option<&Series>, f: fn(&Series) -> Nanos| {
+                if bare {
+                    "-".to_string()
+                } else {
+                    us(s.map_or(Nanos::ZERO, f))
+                }
+            };
             let _ = writeln!(
                 w,
                 "{:<18} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -210,6 +220,9 @@ fn tasks(w: &mut String, rec: &Record, sim: &SimSection, scn: Option<&Scenario>)
                 p(int, |s| s.percentiles.p99),
                 p(int, |s| s.max),
             );
+        }
+        if let Some(f) = &sim.folded {
+            folded_row(w, rec, f);
         }
         let aborted: Vec<String> = rows
             .iter()
@@ -246,6 +259,31 @@ fn tasks(w: &mut String, rec: &Record, sim: &SimSection, scn: Option<&Scenario>)
             );
         }
     }
+}
+
+/// The totals of a folded record, over every task, and what it left out.
+fn folded_row(w: &mut String, rec: &Record, f: &punctual_record::sim::SimFolded) {
+    let all = |m: Metric| rec.series_named(&format!("{}.{}", f.all, m.as_str()));
+    let (lat, int) = (all(Metric::Latency), all(Metric::Interval));
+    let p = |s: Option<&Series>, f: fn(&Series) -> Nanos| us(s.map_or(Nanos::ZERO, f));
+    let _ = writeln!(
+        w,
+        "{:<18} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        format!("{} ({} tasks)", f.all, f.tasks),
+        f.jobs,
+        f.deadline_misses + f.backlog_lost,
+        f.preemptions,
+        p(lat, |s| s.percentiles.p50),
+        p(lat, |s| s.percentiles.p99),
+        p(lat, |s| s.max),
+        p(int, |s| s.percentiles.p99),
+        p(int, |s| s.max),
+    );
+    let _ = writeln!(
+        w,
+        "(record folded: {} tasks with series, {} with counts only (a dash), {} only in the {} row)",
+        f.detailed, f.counted, f.totals_only, f.all
+    );
 }
 
 /// Each reservation's periods, misses and what it asked for and received.
