@@ -238,6 +238,225 @@ fn edf_key(deadline: Nanos, ready_seq: u64) -> EdfKey {
     ((deadline.0 as u128) << 64) | ready_seq as u128
 }
 
+/// Runnable EDF threads above this many turn the band from a sorted
+/// vector into a heap: a release usually carries the latest deadline, and
+/// in the vector it moves every entry, which made a run with thousands of
+/// runnable EDF threads quadratic (100,000 overloaded EDF tasks, most of
+/// them runnable, ran under 0.1 M events/s).
+const EDF_HEAP_ABOVE: usize = 64;
+
+/// Below this many the heap turns back into the sorted vector, the
+/// cheaper of the two for the few runnable threads of most sets; the gap
+/// to [`EDF_HEAP_ABOVE`] keeps a count that hovers around one bound from
+/// converting at every step.
+const EDF_SORTED_BELOW: usize = 16;
+
+/// The runnable EDF threads in [`EdfKey`] order, in one of two shapes.
+/// While few, `sorted` holds them latest first, so that the earliest is
+/// the last entry, a pick reads it and the thread that blocks, usually
+/// the one that ran, is popped off the end. Measured on 20 EDF tasks
+/// against an unordered array with the earliest cached (2.4% more
+/// instructions: its search for the next earliest at every block), a
+/// binary heap and an earliest-first deque. Once many, `heap` holds them
+/// as a binary min-heap with each thread's index in `at`, so that a
+/// release, a block and the removal of any thread cost O(log n); then
+/// `sorted` is empty, and `heap` is empty otherwise.
+#[derive(Clone, Debug)]
+struct EdfBand {
+    sorted: Vec<(EdfKey, ThreadId)>,
+    /// How many entries `sorted` may hold before an insertion takes the
+    /// out-of-line path: [`EDF_HEAP_ABOVE`] in the vector's shape, 0 in
+    /// the heap's, so that one comparison tells a small band's insertion
+    /// from both a conversion and a heap's insertion.
+    sorted_room: usize,
+    heap: Vec<(EdfKey, ThreadId)>,
+    /// Index in `heap` of each thread in it, by thread id; stale for the
+    /// others.
+    at: Vec<u32>,
+}
+
+impl Default for EdfBand {
+    fn default() -> Self {
+        EdfBand {
+            sorted: Vec::new(),
+            sorted_room: EDF_HEAP_ABOVE,
+            heap: Vec::new(),
+            at: Vec::new(),
+        }
+    }
+}
+
+impl EdfBand {
+    #[inline]
+    fn earliest(&self) -> Option<ThreadId> {
+        match self.sorted.last() {
+            Some(e) => Some(e.1),
+            None => self.heap.first().map(|e| e.1),
+        }
+    }
+
+    /// Puts `t` with `key` in place. It must not be there already.
+    #[inline]
+    fn insert(&mut self, key: EdfKey, t: ThreadId) {
+        if self.sorted.len() >= self.sorted_room {
+            return self.insert_in_heap(key, t);
+        }
+        self.sorted.push((key, t));
+        // Moved into place from the end, past the earlier deadlines,
+        // rather than placed by binary search and `Vec::insert` (0.4% more
+        // instructions on 20 EDF tasks: a memmove call for a few entries);
+        // on the slice, so that its start and length stay in registers
+        // (through the vector, both were reloaded at every step).
+        let q = self.sorted.as_mut_slice();
+        let mut i = q.len() - 1;
+        while i > 0 {
+            let prev = q[i - 1];
+            if prev.0 >= key {
+                break;
+            }
+            q[i] = prev;
+            i -= 1;
+        }
+        q[i] = (key, t);
+    }
+
+    /// Takes `t` out. It must be there.
+    #[inline]
+    fn remove(&mut self, t: ThreadId) {
+        if self.sorted.last().is_some_and(|e| e.1 == t) {
+            self.sorted.pop();
+        } else {
+            self.remove_other(t);
+        }
+    }
+
+    /// [`EdfBand::remove`] of a thread that is not the last entry of
+    /// `sorted`: from within it, or from the heap.
+    #[inline(never)]
+    fn remove_other(&mut self, t: ThreadId) {
+        if !self.heap.is_empty() {
+            return self.heap_remove(t);
+        }
+        let q = &mut self.sorted;
+        if let Some(at) = q.iter().rposition(|e| e.1 == t) {
+            q.remove(at);
+        } else {
+            debug_assert!(false, "EDF thread {t} is runnable but not in the band");
+        }
+    }
+
+    /// The entries earliest first, as the scan ranks them.
+    #[cfg(test)]
+    fn in_order(&self) -> Vec<(EdfKey, ThreadId)> {
+        let mut v: Vec<_> = self.sorted.iter().chain(&self.heap).copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// A sorted vector, latest first, is already a valid min-heap once
+    /// reversed.
+    #[cold]
+    fn make_heap(&mut self) {
+        self.heap = std::mem::take(&mut self.sorted);
+        self.heap.reverse();
+        for i in 0..self.heap.len() {
+            self.place(self.heap[i].1, i);
+        }
+        self.sorted_room = 0;
+    }
+
+    #[cold]
+    fn make_sorted(&mut self) {
+        self.sorted = std::mem::take(&mut self.heap);
+        self.sorted.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
+        self.sorted_room = EDF_HEAP_ABOVE;
+    }
+
+    #[inline]
+    fn place(&mut self, t: ThreadId, i: usize) {
+        if self.at.len() <= t {
+            self.at.resize(t + 1, 0);
+        }
+        self.at[t] = i as u32;
+    }
+
+    /// [`EdfBand::insert`] once `sorted` has no room: into the heap, made
+    /// first from `sorted` when this insertion is the one that fills it.
+    #[inline(never)]
+    fn insert_in_heap(&mut self, key: EdfKey, t: ThreadId) {
+        if self.heap.is_empty() {
+            self.make_heap();
+        }
+        self.heap.push((key, t));
+        self.sift_up(self.heap.len() - 1);
+    }
+
+    #[inline(never)]
+    fn heap_remove(&mut self, t: ThreadId) {
+        let i = self.at.get(t).map_or(usize::MAX, |&i| i as usize);
+        if self.heap.get(i).is_none_or(|e| e.1 != t) {
+            debug_assert!(false, "EDF thread {t} is runnable but not in the band");
+            return;
+        }
+        let last = self.heap.pop().expect("the heap holds t");
+        if i < self.heap.len() {
+            // The last entry fills the hole and moves whichever way its
+            // key sends it.
+            self.heap[i] = last;
+            self.place(last.1, i);
+            if i > 0 && self.heap[(i - 1) / 2].0 > last.0 {
+                self.sift_up(i);
+            } else {
+                self.sift_down(i);
+            }
+        }
+        if self.heap.len() < EDF_SORTED_BELOW {
+            self.make_sorted();
+        }
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        let e = self.heap[i];
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            let p = self.heap[parent];
+            if p.0 <= e.0 {
+                break;
+            }
+            self.heap[i] = p;
+            self.place(p.1, i);
+            i = parent;
+        }
+        self.heap[i] = e;
+        self.place(e.1, i);
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let e = self.heap[i];
+        let n = self.heap.len();
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let c = if l + 1 < n && self.heap[l + 1].0 < self.heap[l].0 {
+                l + 1
+            } else {
+                l
+            };
+            let ch = self.heap[c];
+            if ch.0 >= e.0 {
+                break;
+            }
+            self.heap[i] = ch;
+            self.place(ch.1, i);
+            i = c;
+        }
+        self.heap[i] = e;
+        self.place(e.1, i);
+    }
+}
+
 /// Which band the current thread was picked in, for charging.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Charge {
@@ -266,16 +485,11 @@ pub struct Scheduler {
     /// EDF threads added: without any, [`Scheduler::pick`] skips the EDF
     /// band (the simulator picks millions of times per second).
     edf_threads: usize,
-    /// The runnable EDF threads with their keys, latest first by
-    /// [`EdfKey`], so that the earliest is the last entry: updated on
-    /// release, block and lock hand-over, a pick reads the last entry
+    /// The runnable EDF threads, ordered by [`EdfKey`]: updated on
+    /// release, block and lock hand-over, so that a pick reads the earliest
     /// instead of scanning every thread (the scan was a quarter of the
-    /// simulator's instructions with 20 EDF threads), and the thread that
-    /// blocks, usually the one that ran, is popped off the end. Measured
-    /// on 20 EDF tasks against an unordered array with the earliest
-    /// cached (2.4% more instructions: its search for the next earliest
-    /// at every block), a binary heap and an earliest-first deque.
-    edf_ready: Vec<(EdfKey, ThreadId)>,
+    /// simulator's instructions with 20 EDF threads).
+    edf_ready: EdfBand,
     /// No two fixed-priority or time-sharing threads share a base priority.
     /// Without locks (nothing raises a priority then) no two candidates
     /// of [`Scheduler::best_fixed`] can tie, so neither slice rotation nor
@@ -330,7 +544,7 @@ impl Scheduler {
             closed: Vec::new(),
             reserved_fraction: 0.0,
             edf_threads: 0,
-            edf_ready: Vec::new(),
+            edf_ready: EdfBand::default(),
             distinct_priorities: true,
             runnable_prio: [0; 4],
             prio_owner: Vec::new(),
@@ -1160,10 +1374,10 @@ impl Scheduler {
     }
 
     /// Earliest deadline among runnable EDF threads (ties to the earliest
-    /// released): the last entry of [`Scheduler::edf_ready`].
+    /// released): the head of [`Scheduler::edf_ready`].
     #[inline]
     fn best_edf(&self) -> Option<ThreadId> {
-        let head = self.edf_ready.last().map(|e| e.1);
+        let head = self.edf_ready.earliest();
         // The sched tests' picks are checked against the scan at the
         // moment of the decision (after any slice rotation in the pick).
         #[cfg(test)]
@@ -1176,28 +1390,11 @@ impl Scheduler {
     }
 
     /// Puts runnable EDF thread `t` in its place in the band. It must not
-    /// be there already. Moved into place from the end, past the earlier
-    /// deadlines, rather than placed by binary search and `Vec::insert`
-    /// (0.4% more instructions on 20 EDF tasks: a memmove call for a few
-    /// entries).
+    /// be there already.
     #[inline]
     fn edf_link(&mut self, t: ThreadId) {
         let th = &self.threads[t];
-        let key = edf_key(th.deadline, th.ready_seq);
-        self.edf_ready.push((key, t));
-        // On the slice, so that its start and length stay in registers
-        // (through the vector, both were reloaded at every step).
-        let q = self.edf_ready.as_mut_slice();
-        let mut i = q.len() - 1;
-        while i > 0 {
-            let prev = q[i - 1];
-            if prev.0 >= key {
-                break;
-            }
-            q[i] = prev;
-            i -= 1;
-        }
-        q[i] = (key, t);
+        self.edf_ready.insert(edf_key(th.deadline, th.ready_seq), t);
     }
 
     /// [`Scheduler::edf_unlink`] out of line, for callers that serve the
@@ -1211,14 +1408,7 @@ impl Scheduler {
     /// deadline or release order changes. It must be there.
     #[inline]
     fn edf_unlink(&mut self, t: ThreadId) {
-        let q = &mut self.edf_ready;
-        if q.last().is_some_and(|e| e.1 == t) {
-            q.pop();
-        } else if let Some(at) = q.iter().rposition(|e| e.1 == t) {
-            q.remove(at);
-        } else {
-            debug_assert!(false, "EDF thread {t} is runnable but not in the band");
-        }
+        self.edf_ready.remove(t);
     }
 
     /// What [`Scheduler::best_edf`] answered before the ordered band: a scan
@@ -2022,11 +2212,7 @@ mod tests {
                     }
                     _ => {}
                 }
-                let order = |s: &Scheduler| {
-                    let mut v = s.edf_ready.clone();
-                    v.reverse();
-                    v
-                };
+                let order = |s: &Scheduler| s.edf_ready.in_order();
                 assert_eq!(order(&a), edf_order_by_scan(&a), "before pick {step}");
                 let seqs: Vec<u64> = edf.iter().map(|&e| a.threads[e].ready_seq).collect();
                 let (da, db) = (a.pick(now), b.pick_any(now));
@@ -2048,5 +2234,74 @@ mod tests {
                 assert!(rotated > 0, "{proto:?}: a running EDF thread was rotated");
             }
         }
+    }
+
+    /// Thousands of runnable EDF threads, the band's heap: filled by
+    /// releases (few distinct deadlines, so that keys tie on the deadline
+    /// and rank by release order) and re-releases of runnable threads
+    /// (removals from inside the heap), then drained by blocks of the
+    /// thread that runs and of others, several times, so that the band
+    /// turns into a heap and back. Every pick is checked against the scan
+    /// by `best_edf`, the band's whole order now and then and at every
+    /// change of shape.
+    #[test]
+    fn edf_band_of_thousands_picks_as_the_scan() {
+        let mut rnd = xorshift(0x9E37_79B9_7F4A_7C15u64);
+        let mut s = Scheduler::new(SchedConfig {
+            quantum: ms(1),
+            admission_cap: 1.0,
+            ..Default::default()
+        })
+        .unwrap();
+        let n = 3000u64;
+        for _ in 0..n {
+            s.add_thread(Class::Edf).unwrap();
+        }
+        let mut now = Nanos::ZERO;
+        let (mut heap_ends, mut sorted_ends, mut turns, mut most) = (0u32, 0u32, 0u32, 0usize);
+        for phase in 0..8 {
+            let filling = phase % 2 == 0;
+            for step in 0..3000 {
+                now += Nanos(rnd(50_000));
+                let t = rnd(n) as usize;
+                let r = rnd(10);
+                let was_heap = !s.edf_ready.heap.is_empty();
+                if filling && r < 9 || !filling && r < 1 {
+                    let d = now + Nanos(rnd(8) * 1_000_000);
+                    s.on_release(now, t, Some(d));
+                } else if let Some(c) = s.current.filter(|_| r < 9) {
+                    s.on_block(now, c);
+                } else {
+                    s.on_block(now, t);
+                }
+                s.pick(now);
+                let is_heap = !s.edf_ready.heap.is_empty();
+                let runnable = s.edf_ready.sorted.len() + s.edf_ready.heap.len();
+                most = most.max(runnable);
+                turns += (was_heap != is_heap) as u32;
+                if was_heap != is_heap || step % 97 == 0 {
+                    assert_eq!(
+                        s.edf_ready.in_order(),
+                        edf_order_by_scan(&s),
+                        "phase {phase} step {step}"
+                    );
+                }
+                if is_heap {
+                    assert!(s.edf_ready.sorted.is_empty(), "one shape at a time");
+                    assert!(runnable >= EDF_SORTED_BELOW);
+                } else {
+                    assert!(runnable <= EDF_HEAP_ABOVE);
+                }
+            }
+            let shape = !s.edf_ready.heap.is_empty();
+            heap_ends += shape as u32;
+            sorted_ends += !shape as u32;
+        }
+        assert!(most > 1500, "runnable at most {most}");
+        assert!(turns >= 8, "the band changed shape {turns} times");
+        assert!(
+            heap_ends >= 4 && sorted_ends >= 4,
+            "{heap_ends} heap, {sorted_ends} sorted phase ends"
+        );
     }
 }
