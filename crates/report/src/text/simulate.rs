@@ -207,19 +207,8 @@ fn tasks(w: &mut String, rec: &Record, sim: &SimSection, scn: Option<&Scenario>)
                     us(s.map_or(Nanos::ZERO, f))
                 }
             };
-            let _ = writeln!(
-                w,
-                "{:<18} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
-                name,
-                t.jobs,
-                t.deadline_misses + t.backlog_lost,
-                t.preemptions,
-                p(lat, |s| s.percentiles.p50),
-                p(lat, |s| s.percentiles.p99),
-                p(lat, |s| s.max),
-                p(int, |s| s.percentiles.p99),
-                p(int, |s| s.max),
-            );
+            let counts = [t.jobs, t.deadline_misses + t.backlog_lost, t.preemptions];
+            task_row(w, name, counts, [lat, int], p);
         }
         if let Some(f) = &sim.folded {
             folded_row(w, rec, f);
@@ -261,24 +250,38 @@ fn tasks(w: &mut String, rec: &Record, sim: &SimSection, scn: Option<&Scenario>)
     }
 }
 
-/// The totals of a folded record, over every task, and what it left out.
-fn folded_row(w: &mut String, rec: &Record, f: &punctual_record::sim::SimFolded) {
-    let all = |m: Metric| rec.series_named(&format!("{}.{}", f.all, m.as_str()));
-    let (lat, int) = (all(Metric::Latency), all(Metric::Interval));
-    let p = |s: Option<&Series>, f: fn(&Series) -> Nanos| us(s.map_or(Nanos::ZERO, f));
+/// One row of the task table: jobs, missed, preempted, then the latency's
+/// p50, p99 and max and the interval's p99 and max, each as `p` renders it.
+fn task_row(
+    w: &mut String,
+    name: &str,
+    [jobs, missed, preempted]: [u64; 3],
+    [lat, int]: [Option<&Series>; 2],
+    p: impl Fn(Option<&Series>, fn(&Series) -> Nanos) -> String,
+) {
     let _ = writeln!(
         w,
         "{:<18} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        format!("{} ({} tasks)", f.all, f.tasks),
-        f.jobs,
-        f.deadline_misses + f.backlog_lost,
-        f.preemptions,
+        name,
+        jobs,
+        missed,
+        preempted,
         p(lat, |s| s.percentiles.p50),
         p(lat, |s| s.percentiles.p99),
         p(lat, |s| s.max),
         p(int, |s| s.percentiles.p99),
         p(int, |s| s.max),
     );
+}
+
+/// The totals of a folded record, over every task, and what it left out.
+fn folded_row(w: &mut String, rec: &Record, f: &punctual_record::sim::SimFolded) {
+    let all = |m: Metric| rec.series_named(&format!("{}.{}", f.all, m.as_str()));
+    let (lat, int) = (all(Metric::Latency), all(Metric::Interval));
+    let p = |s: Option<&Series>, f: fn(&Series) -> Nanos| us(s.map_or(Nanos::ZERO, f));
+    let name = format!("{} ({} tasks)", f.all, f.tasks);
+    let counts = [f.jobs, f.deadline_misses + f.backlog_lost, f.preemptions];
+    task_row(w, &name, counts, [lat, int], p);
     let _ = writeln!(
         w,
         "(record folded: {} tasks with series, {} with counts only (a dash), {} only in the {} row)",
