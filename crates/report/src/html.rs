@@ -897,25 +897,6 @@ fn section_forecast(x: &mut Xml, inputs: &[Input]) {
         if inputs.len() > 1 {
             x.leaf("h3", &[], &i.label);
         }
-        let v = crate::prometheus::verdicts(&i.record.extra);
-        if !v.is_empty() {
-            table_head(x, &["profile", "verdict"]);
-            for (p, pass) in v {
-                x.open("tr", &[]);
-                x.leaf("td", &[], &p);
-                x.leaf(
-                    "td",
-                    &[("class", if pass { "sev-info" } else { "sev-degraded" })],
-                    if pass {
-                        "meets its deadlines"
-                    } else {
-                        "misses"
-                    },
-                );
-                x.close("tr");
-            }
-            x.close("table");
-        }
         json_table(x, &i.record.extra["forecast"], 0);
     }
 }

@@ -212,43 +212,6 @@ fn series_labels(run: Option<&str>, s: &Series) -> Labels {
     l
 }
 
-/// Verdicts the forecast engineer's results carry, read tolerantly:
-/// `extra.forecast.verdicts` as an array of objects naming a profile
-/// (`profile` or `name`) and a result (`pass`/`ok` boolean, or a `verdict`
-/// string that is `pass`/`ok`/`meets` for success).
-pub fn verdicts(extra: &BTreeMap<String, serde_json::Value>) -> Vec<(String, bool)> {
-    let mut out = Vec::new();
-    let Some(list) = extra
-        .get("forecast")
-        .and_then(|f| f.get("verdicts"))
-        .and_then(|v| v.as_array())
-    else {
-        return out;
-    };
-    for v in list {
-        let name = v
-            .get("profile")
-            .or_else(|| v.get("name"))
-            .and_then(|n| n.as_str());
-        let pass = v
-            .get("pass")
-            .or_else(|| v.get("ok"))
-            .and_then(|p| p.as_bool())
-            .or_else(|| {
-                v.get("verdict").and_then(|s| s.as_str()).map(|s| {
-                    matches!(
-                        s.to_ascii_lowercase().as_str(),
-                        "pass" | "ok" | "meets" | "met"
-                    )
-                })
-            });
-        if let (Some(n), Some(p)) = (name, pass) {
-            out.push((n.to_string(), p));
-        }
-    }
-    out
-}
-
 const VERDICT_HELP: &str = "1 when the profile's deadlines are met, 0 when missed, NaN while \
      inconclusive (state says which; representative=false: the record cannot stand for a \
      real-time consumer on one machine).";
@@ -419,16 +382,6 @@ pub fn render(inputs: &[Input]) -> Vec<u8> {
                 ps.misses as f64,
             );
         }
-        for (profile, pass) in verdicts(&r.extra) {
-            let mut l = runl.clone();
-            l.push(("profile".into(), profile));
-            e.gauge(
-                "punctual_verdict",
-                VERDICT_HELP,
-                l,
-                if pass { 1.0 } else { 0.0 },
-            );
-        }
         typed_verdicts(&mut e, &runl, r);
     }
     e.render().into_bytes()
@@ -461,14 +414,16 @@ mod tests {
         );
         assert!(text.contains(r#"le="+Inf"} 5"#), "{text}");
         assert!(text.contains("punctual_latency_seconds_count{"), "{text}");
-        assert!(
-            text.contains(r#"punctual_verdict{profile="rt-audio"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"punctual_verdict{profile="modem"} 0"#),
-            "{text}"
-        );
+        // Verdicts are the ones the record's series give, each with its
+        // state: a pass/fail left in `extra` by another tool is not read
+        // as one, so one exposition never holds two answers for a profile.
+        let verdicts: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("punctual_verdict{"))
+            .collect();
+        assert!(!verdicts.is_empty(), "{text}");
+        assert!(verdicts.iter().all(|l| l.contains("state=\"")), "{text}");
+        assert!(!text.contains(r#"profile="rt-audio""#), "{text}");
         assert_eq!(
             text.matches("# TYPE punctual_latency_seconds histogram")
                 .count(),

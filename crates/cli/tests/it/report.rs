@@ -504,6 +504,54 @@ fn a_check_record_s_text_starts_with_its_verdicts() {
     assert_eq!(text.matches("NOT REPRESENTATIVE").count(), 1, "{text}");
 }
 
+/// A timer record keeps no verdicts; its summary opens with those its
+/// wake-ups give, the same the JUnit export computes, and says they were
+/// computed. A simulated record's summary computes none.
+#[test]
+fn a_timer_record_s_summary_opens_with_computed_verdicts() {
+    let rec =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/records/timer-cause.json");
+    let summary = stdout_of(&["report".as_ref(), rec.as_os_str()]);
+    let first = summary.lines().next().unwrap();
+    assert!(
+        first.starts_with("timer-cause: verdicts for 26 workload profiles: "),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("(computed now from the record's latency series"),
+        "{summary}"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let junit = d.path().join("j.xml");
+    punctual()
+        .arg("report")
+        .arg(&rec)
+        .args(["--format", "junit", "-o"])
+        .arg(&junit)
+        .assert()
+        .success();
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let misses = summary.lines().filter(|l| l.starts_with("  MISS ")).count();
+    assert!(misses > 0, "{summary}");
+    assert_eq!(
+        xml.matches("misses its MTTF target").count(),
+        misses,
+        "{xml}"
+    );
+    let sim = d.path().join("s.json");
+    let scenario =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/softmodem-mttf.toml");
+    punctual()
+        .arg("simulate")
+        .arg(&scenario)
+        .args(["--duration", "2s", "--json"])
+        .arg(&sim)
+        .assert()
+        .success();
+    let summary = stdout_of(&["report".as_ref(), sim.as_os_str()]);
+    assert!(!summary.contains("verdicts for"), "{summary}");
+}
+
 /// The HTML page opens with the verdicts: a check record's before its
 /// runs and warnings; a timer record, which keeps none, gets those its
 /// latency series give (the JUnit export's), said to be computed.

@@ -11,11 +11,31 @@ pub fn summary(inputs: &[Input]) -> String {
     for i in inputs {
         let r = &i.record;
         // A record's verdicts before anything else: the answer, with its
-        // state, interval and caveat.
-        let verdicts = super::verdict::entries(&r.verdicts);
+        // state, interval and caveat. A measured record that keeps none
+        // (`timer`, `watch`) gets the ones its wake-up latencies give, as
+        // the HTML page, the JUnit export and the gates compute them, and
+        // says so. A simulated one does not: its tasks' response times are
+        // not a consumer's wake-ups unless the scenario made them one, and
+        // fitting every task's tails would make a summary of a large
+        // scenario slow (`report --html` shows them).
+        let kept = !r.verdicts.is_empty();
+        let entries = if kept {
+            r.verdicts.clone()
+        } else if r.source == punctual_record::Source::Measured {
+            punctual_analysis::gate::record_verdicts(r)
+        } else {
+            Vec::new()
+        };
+        let verdicts = super::verdict::entries(&entries);
         if !verdicts.is_empty() {
             s.push_str(&format!("{}: ", i.label));
             s.push_str(verdicts.trim_start_matches("== "));
+            if !kept {
+                s.push_str(
+                    "  (computed now from the record's latency series against the built-in \
+                     profiles: `punctual forecast RECORD` shows how)\n",
+                );
+            }
         }
         s.push_str(&format!(
             "{}: {} ({:?}), {} on {}\n",
