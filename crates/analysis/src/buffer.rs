@@ -404,7 +404,7 @@ fn stall_model_variance(
         .sum::<f64>()
         .round() as u64;
     let mut rel: Vec<f64> = (0..STALL_BOOT)
-        .map(|_| rate(&record.resampled_above(level, &held, &mut rng)) / q.rate_per_s)
+        .map(|_| rate(&record.resampled_above(level, held, &mut rng)) / q.rate_per_s)
         .collect();
     let mean = rel.iter().sum::<f64>() / rel.len() as f64;
     let variance = rel.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (rel.len() - 1) as f64;
