@@ -37,6 +37,15 @@
 # that meets another stall waits and then takes its whole length, instead
 # of overlapping it (a diagnostic of the truth: with SEEDS 0, how many true
 # underruns hang on overlapping stalls; docs/forecast.md §3.3).
+# CAL_SHOW=1 also prints each record's interval: its half-widths below
+# and above the forecast, and its parts as relative standard deviations
+# of the rate, the two counts' (1/k + 1/n_s) and the stall model's
+# bootstrap (which replaces them where it runs; its replicates' median
+# against the forecast, the wake-ups it held);
+# CAL_SWEEP=1: the stall model's bootstrap holds a periodic source's
+# phase sweep (the wake-ups its bursts of one length delay, as many as
+# the period implies) as recorded and redraws the rest (measured, not
+# the default: docs/forecast.md §3.5);
 # CAL_SHOW=1 also prints, where the periodic phase model is used, its
 # split of each record's stall model: the bursts' rate and lengths (and
 # those longer than 1.1 × their median: unions of a burst and a stall

@@ -545,6 +545,10 @@ fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
                 std::process::exit(2)
             }
         });
+    // CAL_SWEEP=1: the stall model's bootstrap holds a periodic source's
+    // phase sweep as recorded and redraws the rest (measured, not the
+    // default: docs/forecast.md §3.5).
+    m.hold_phase_sweep = std::env::var_os("CAL_SWEEP").is_some();
     let b = Buffering::new(
         c.n,
         Nanos::from_us(c.t_us),
@@ -565,6 +569,27 @@ fn forecast(rec: &Record, c: Consumer) -> Option<(f64, f64, f64)> {
             s.missed,
             s.histogram.bucket_ns,
             r.assumptions.join("\n  ")
+        );
+        // The interval's parts, each as a relative standard deviation of
+        // the rate: the two counts' (1/k + 1/n_s), the stall model's
+        // bootstrap where it replaces them (its replicates' median against
+        // the forecast, the wake-ups it held), the storms' dispersion; and
+        // the interval's half-widths below and above the forecast.
+        let iv = &r.interval;
+        let rate = r.underrun_rate_per_s.max(1e-300);
+        let (bsd, bmed, held) = iv.bootstrap.as_ref().map_or((f64::NAN, f64::NAN, 0), |b| {
+            (b.variance.sqrt(), b.median_ratio, b.held_wakeups)
+        });
+        eprintln!(
+            "  interval: -{:.3} +{:.3} of the rate; counts' s.d. {:.3}, bootstrap's s.d. {:.3}{} (replicates' median {:.2} × the forecast, {} wake-ups held), dispersion {:.2}",
+            1.0 - r.rate_ci_low_per_s / rate,
+            r.rate_ci_high_per_s / rate - 1.0,
+            iv.count_rel_var.sqrt(),
+            bsd,
+            if bsd > 1.0 { " (capped at 1)" } else { "" },
+            bmed,
+            held,
+            iv.dispersion,
         );
         // The periodic phase model's split of the stall model into the
         // source's bursts and the Poisson rest (docs/forecast.md §3.3):

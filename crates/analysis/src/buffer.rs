@@ -50,6 +50,8 @@ pub struct Mttf {
     pub underrun_rate_per_s: f64,
     /// The queue model behind `mttf_seconds`.
     pub queue: QueueForecast,
+    #[serde(skip)]
+    pub interval: IntervalParts,
 }
 
 fn inv(x: f64) -> Option<f64> {
@@ -75,7 +77,7 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     };
     // The relative variance of the underrun rate from the error in the
     // stall model, where a long stall's swallowed periods are placed.
-    let mut stall_var = None;
+    let mut boot: Option<Bootstrap> = None;
     let q = match &m.gap_stalls {
         None => match swallowed_wake_ups(m) {
             Some(extra) => {
@@ -86,7 +88,8 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
                 // stays one event however many periods it covered.
                 let p = m.sample_period_ns.0;
                 let from = m.stall_boot_from.unwrap_or(Nanos::ZERO);
-                stall_var = stall_model_variance(&m.tail, &q, from, |t| {
+                let sweep = phase_sweep(m, &q).filter(|_| m.hold_phase_sweep);
+                boot = stall_model_variance(&m.tail, &q, from, sweep, |t| {
                     sleeping(&t.with_extra(&swallowed_in(t, p))).rate_per_s
                 });
                 q
@@ -144,6 +147,7 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     // A stall several periods long makes a run of late wake-ups, each
     // counted in the histogram but all one event: both counts are divided
     // by the mean run length the spike log shows at their level.
+    let stall_var = boot.as_ref().map(|b| b.variance);
     let k_eff = q.underrun_probability * n / run_length(m, slack);
     let n_s = stall_count(m, &q.stalls) / run_length(m, q.stalls.threshold_ns);
     // Where long stalls were read whole (their swallowed periods placed),
@@ -164,8 +168,8 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
     } else {
         k_eff
     };
-    let boot = stall_var.filter(|_| n_s > 0.0).map(|v| v.min(1.0));
-    let k_e = match boot {
+    let boot_var = stall_var.filter(|_| n_s > 0.0).map(|v| v.min(1.0));
+    let k_e = match boot_var {
         Some(v) if k_eff > 0.0 && v > 0.0 => 1.0 / v,
         _ => counted,
     };
@@ -272,9 +276,76 @@ pub fn mttf(m: &TailModel, b: &Buffering) -> Result<Mttf, String> {
         first_order_mttf_ci_high_seconds: inv(p.ci_low * per_s),
         underrun_rate_per_s: model_rate,
         queue: q,
+        interval: IntervalParts {
+            count_rel_var: 1.0 / counted.max(1e-300),
+            bootstrap: boot,
+            dispersion: d,
+        },
         exceedance: p,
         assumptions,
     })
+}
+
+/// What the interval of the underrun rate was assembled from, each part
+/// a relative variance of the rate (not in the record: the calibration
+/// prints it to tell which part sets the width).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IntervalParts {
+    /// The two counts' part, 1/k + 1/n_s (underrun-sized events and
+    /// stalls, each divided by its run length): the whole of it where the
+    /// stall model is not bootstrapped.
+    pub count_rel_var: f64,
+    /// The stall model's bootstrap, where it replaces the counts.
+    pub bootstrap: Option<Bootstrap>,
+    /// The storms' index of dispersion that divides the effective count.
+    pub dispersion: f64,
+}
+
+/// The stall model's bootstrap of one forecast.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Bootstrap {
+    /// Relative variance of the replicates' underrun rates (before the
+    /// cap at 1).
+    pub variance: f64,
+    /// Their median ÷ the record's own forecast.
+    pub median_ratio: f64,
+    /// Wake-ups held as recorded in every replicate: a periodic source's
+    /// phase sweep ([`phase_sweep`]).
+    pub held_wakeups: u64,
+}
+
+/// Where a periodic source's bursts have one length b, the wake-ups they
+/// delay, as lateness ranges: the probe wakes every p, so the one wake-up
+/// that falls in a burst (or the first of those it swallows) is late by
+/// b − u for the probe's phase u in the burst, and over the record the
+/// period sweeps u over [0, min(p, b)): n·min(p, b)/P wake-ups in that
+/// range, n the record's wake-ups. That sweep is set by the period, the
+/// probe's and the record's length, not sampled: a record of the same
+/// machine shows the same stretch (evenly spread, or on the lattice of
+/// the two periods' common divisor in a simulator's exact time), where a
+/// Poisson redraw of each bucket puts noise on it that steepens the
+/// chords the stall model is read from, and the replicates' forecasts
+/// scatter several times more than records' do (docs/forecast.md §3.5).
+/// Bursts whose lengths vary are sampled lengths, not a sweep: where the
+/// split's bursts have quartiles more than one bucket apart, nothing is
+/// held. Returns (lowest lateness, highest lateness, the sweep's
+/// wake-ups in that range).
+fn phase_sweep(m: &TailModel, q: &QueueForecast) -> Option<(f64, f64, f64)> {
+    let r = q.renewal.as_ref()?;
+    let ph = r.phase.as_ref()?;
+    let period = r.period_ns?;
+    let w = m.tail.bucket_ns.max(1) as f64;
+    let (q1, q3) = (
+        queue::share_quantile(&ph.burst, 0.25),
+        queue::share_quantile(&ph.burst, 0.75),
+    );
+    if !(period > 0.0 && q3 > 0.0) || q3 - q1 > w {
+        return None;
+    }
+    let b = queue::share_quantile(&ph.burst, 0.5);
+    let top = q.stalls.base_ns.0 as f64 + b;
+    let p = m.sample_period_ns.0 as f64;
+    Some((top - p.min(b), top, m.tail.n as f64 * p.min(b) / period))
 }
 
 /// Bootstrap replicates of the stall model behind a long-stall forecast.
@@ -294,23 +365,55 @@ const STALL_BOOT_SEED: u64 = 0x57A1_1B00_75EE_D5ED;
 /// well as in their rate, and in the events of the size that underruns
 /// among them. None when the point forecast has no underrun. Wake-ups
 /// below `from` (when above the threshold) are held as recorded: a
-/// calibration's diagnostic (`TailModel::stall_boot_from`).
+/// calibration's diagnostic (`TailModel::stall_boot_from`); so are those
+/// of a periodic source's phase sweep (`sweep`, [`phase_sweep`]).
 fn stall_model_variance(
     record: &crate::tail::Tail,
     q: &QueueForecast,
     from: Nanos,
+    sweep: Option<(f64, f64, f64)>,
     rate: impl Fn(&crate::tail::Tail) -> f64,
-) -> Option<f64> {
+) -> Option<Bootstrap> {
     if q.rate_per_s <= 0.0 || q.stalls.rate_per_s <= 0.0 {
         return None;
     }
     let mut rng = crate::rng::SplitMix64::new(STALL_BOOT_SEED);
     let level = q.stalls.threshold_ns.0.max(from.0);
-    let rel: Vec<f64> = (0..STALL_BOOT)
-        .map(|_| rate(&record.resampled_above(level, &mut rng)) / q.rate_per_s)
+    let w = record.bucket_ns;
+    // The share of each bucket within the sweep's lateness range, and of
+    // the wake-ups recorded there the share that the sweep accounts for:
+    // the rest's stalls and the unions that fell there are redrawn.
+    let within = |lo: u64| match sweep {
+        Some((a, b, _)) => ((((lo + w) as f64).min(b) - (lo as f64).max(a)) / w as f64).max(0.0),
+        None => 0.0,
+    };
+    let recorded: f64 = record
+        .buckets()
+        .iter()
+        .map(|&(lo, c)| c as f64 * within(lo))
+        .sum();
+    let share = sweep.map_or(0.0, |(_, _, expected)| {
+        (expected / recorded.max(1.0)).min(1.0)
+    });
+    let held = |lo: u64, c: u64| c as f64 * within(lo) * share;
+    let held_wakeups = record
+        .buckets()
+        .iter()
+        .filter(|&&(lo, _)| lo + w > level)
+        .map(|&(lo, c)| held(lo, c))
+        .sum::<f64>()
+        .round() as u64;
+    let mut rel: Vec<f64> = (0..STALL_BOOT)
+        .map(|_| rate(&record.resampled_above(level, held, &mut rng)) / q.rate_per_s)
         .collect();
     let mean = rel.iter().sum::<f64>() / rel.len() as f64;
-    Some(rel.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (rel.len() - 1) as f64)
+    let variance = rel.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (rel.len() - 1) as f64;
+    rel.sort_by(f64::total_cmp);
+    Some(Bootstrap {
+        variance,
+        median_ratio: rel[rel.len() / 2],
+        held_wakeups,
+    })
 }
 
 /// The wake-ups a probe of period `p` would have had in the periods its
@@ -1121,11 +1224,12 @@ mod tests {
         let m = TailModel::new(&s, Nanos::from_secs(100)).unwrap();
         let b = Buffering::new(2, Nanos::from_ms(3), Compute::Time(Nanos::from_ms(1)));
         let x = mttf(&m, &b).unwrap();
-        let var = stall_model_variance(&m.tail, &x.queue, Nanos::ZERO, |t| {
+        let var = stall_model_variance(&m.tail, &x.queue, Nanos::ZERO, None, |t| {
             let st = queue::StallModel::from_tail(&t.with_extra(&swallowed_in(t, 1_000_000)));
             queue::forecast_sleeping(&m.tail, &st, None, &b, true).rate_per_s
         })
-        .unwrap();
+        .unwrap()
+        .variance;
         let n_s = stall_count(&m, &x.queue.stalls) / run_length(&m, x.queue.stalls.threshold_ns);
         assert!(var > 2.0 / n_s, "bootstrap {var}, count {}", 1.0 / n_s);
         let width = x.rate_ci_high_per_s / x.rate_ci_low_per_s;

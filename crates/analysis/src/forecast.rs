@@ -111,6 +111,12 @@ pub struct TailModel {
     /// source's, docs/forecast.md §3.5, "Where the periodic shapes'
     /// width comes from").
     pub stall_boot_from: Option<Nanos>,
+    /// Whether the bootstrap holds a periodic source's phase sweep as
+    /// recorded (`buffer::phase_sweep`). False, as `forecast` runs it: the
+    /// interval it gives follows the forecasts' spread, but without a
+    /// forecast centred on the truth it no longer holds the tight periodic
+    /// shapes' (docs/forecast.md §3.5); a calibration's switch.
+    pub hold_phase_sweep: bool,
     boot: Vec<GpdFit>,
 }
 
@@ -257,6 +263,7 @@ impl TailModel {
             missed: s.missed,
             count_interval: crate::tail::CountInterval::Garwood,
             stall_boot_from: None,
+            hold_phase_sweep: false,
             boot: Vec::new(),
         };
         m.fit_tail();

@@ -1048,7 +1048,7 @@ const UNION_ROUNDS: usize = 4;
 /// The `q` quantile of lengths given as (length, share), ascending: the
 /// first length whose cumulative share reaches q of the whole (the
 /// longest if rounding leaves it short; 0 for none).
-fn share_quantile(lengths: &[(f64, f64)], q: f64) -> f64 {
+pub(crate) fn share_quantile(lengths: &[(f64, f64)], q: f64) -> f64 {
     let total: f64 = lengths.iter().map(|(_, s)| s).sum();
     let mut acc = 0.0;
     for &(y, s) in lengths {
