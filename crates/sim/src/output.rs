@@ -778,7 +778,7 @@ fn assemble(
 fn fold_warning(f: &SimFolded) -> String {
     let mut w = if f.counted + f.totals_only == 0 {
         format!(
-            "the record does not fit whole in its {:.0} MB bound: its {} tasks are kept whole",
+            "the record does not fit whole in its {:.0} MB bound: every task is kept whole ({})",
             f.bytes_max as f64 / 1e6,
             f.tasks
         )

@@ -13,8 +13,8 @@ use punctual_units::Nanos;
 
 use crate::outcome::{Outcome, SourceStats};
 
-/// Streams a folded record keeps (about 400 bytes each with their
-/// `extra.summary` keys).
+/// Streams a folded record keeps (about 430 bytes each whole, their
+/// `extra.summary` keys and scenario text included).
 pub const STREAMS_KEPT_MAX: usize = 1000;
 
 /// Time constraints a folded record keeps (about 350 bytes each).
@@ -271,7 +271,7 @@ impl Parts {
                 part(
                     bins,
                     kept,
-                    "every CPU's bins merged in pairs, each twice as wide, until it has this many or fewer",
+                    &format!("every CPU's bins merged in pairs, each twice as wide, until it has {per} or fewer"),
                     &[],
                 ),
             );
@@ -341,8 +341,8 @@ mod tests {
     use crate::outcome::RunOptions;
     use crate::output::{to_record, RECORD_BYTES_MAX};
 
-    /// 20,000 streams drained by one sleeper (a stream's record is about
-    /// 400 bytes: 8 MB whole) and 40 noise sources on its CPU.
+    /// 20,000 streams drained by one sleeper (about 430 bytes a stream,
+    /// its scenario text included: 6.9 MB whole) and 40 noise sources on its CPU.
     #[test]
     fn streams_and_sources_fold_worst_first_under_the_bound() {
         let mut text = String::from(
