@@ -67,6 +67,26 @@ pub struct SimFolded {
     pub deadline_misses: u64,
     pub backlog_lost: u64,
     pub preemptions: u64,
+    /// The other parts that grow with the scenario (streams, constraints,
+    /// noise sources, CPUs' gap series and timelines, warnings), only
+    /// those the record keeps some of, by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub parts: BTreeMap<String, FoldedPart>,
+}
+
+/// A part of a folded record that keeps only its worst members.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FoldedPart {
+    /// Members in the run (streams, constraints, sources, CPUs, bins or
+    /// warnings).
+    pub total: u64,
+    /// Members the record keeps.
+    pub kept: u64,
+    /// Which were kept, worst first.
+    pub order: String,
+    /// Sums over every member, kept or not (`lost`, `denied`, …).
+    pub sums: BTreeMap<String, u64>,
 }
 
 /// One simulated task's counts.

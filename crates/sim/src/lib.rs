@@ -27,7 +27,7 @@ pub use engine::Sim;
 pub use outcome::{
     Outcome, RunOptions, TimelineLog, TimelineSlice, TIMELINE_CAP, TIMELINE_WINDOW_DEFAULT,
 };
-pub use output::{summary, to_record, trace_json};
+pub use output::{record_refusal, summary, to_record, trace_json};
 pub use scenario::{parse_set, sweep_values, Scenario, ScenarioError};
 
 /// Builds and runs a scenario.

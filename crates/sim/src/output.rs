@@ -7,8 +7,8 @@ use punctual_record::sim::{
     SimConstraint, SimFolded, SimMultiprocessor, SimSection, SimStream, SimTask,
 };
 use punctual_record::{
-    Metric, Period, PeriodSummary, Platform, Record, Recorder, Series, Source, SourceShare, Spike,
-    Stolen, Warning,
+    Metric, Period, PeriodSummary, Platform, Record, Recorder, Series, Source, Spike, Stolen,
+    Warning,
 };
 use punctual_units::Nanos;
 use serde::Serialize;
@@ -16,6 +16,15 @@ use serde_json::{json, Value};
 
 use crate::outcome::{Outcome, PeriodTotals, TaskStats};
 use crate::scenario::Scenario;
+
+mod bound;
+mod parts;
+
+use parts::Parts;
+pub use parts::{
+    CONSTRAINTS_KEPT_MAX, DROPPED_KEPT_MAX, GAP_SERIES_MAX, SOURCES_PER_CPU_MAX, STREAMS_KEPT_MAX,
+    TIMELINE_BINS_MAX, WARNINGS_KEPT_MAX,
+};
 
 /// Simulated runs carry a fixed start time: the record of a scenario and
 /// seed must be the same bytes on every run (the real time a simulation was
@@ -39,15 +48,19 @@ pub fn summary(o: &Outcome) -> BTreeMap<String, f64> {
     for p in &o.period_totals {
         period_summary_keys(p, &mut m);
     }
-    run_summary(o, &mut m);
+    run_summary(o, None, &mut m);
     m
 }
 
-/// The figures of the run as a whole: events, streams, CPUs.
-fn run_summary(o: &Outcome, m: &mut BTreeMap<String, f64>) {
+/// The figures of the run as a whole: events, streams (those `kept`
+/// marks, or all), CPUs.
+fn run_summary(o: &Outcome, kept: Option<&[bool]>, m: &mut BTreeMap<String, f64>) {
     let dur = o.ended_at.0.max(1) as f64;
     m.insert("events".into(), o.events as f64);
-    for s in &o.streams {
+    for (i, s) in o.streams.iter().enumerate() {
+        if kept.is_some_and(|k| !k[i]) {
+            continue;
+        }
         let n = &s.name;
         m.insert(format!("{n}.arrived"), s.arrived as f64);
         m.insert(format!("{n}.delivered"), s.delivered as f64);
@@ -200,6 +213,8 @@ enum Keep {
 struct Fold {
     keep: Vec<Keep>,
     info: SimFolded,
+    /// What the record keeps of the other parts.
+    parts: Parts,
 }
 
 /// Each task's series, bounded, built once whichever way they are used.
@@ -224,36 +239,109 @@ impl SeriesCache {
 }
 
 /// The run as a record (`source: simulated`, `kind: simulate`), under
-/// [`RECORD_BYTES_MAX`] as written: whole when it fits, else folded.
+/// [`RECORD_BYTES_MAX`] as written: whole exactly when the whole record
+/// fits, else folded.
+///
+/// A record is sized only as far as the answer needs: the tasks' series
+/// are built (the whole record needs them) and their least size summed,
+/// which proves a record too large without assembling it; otherwise the
+/// whole record is assembled and [`bound::record_max`], which writes
+/// nothing, clears almost every record; only one it cannot clear is
+/// written out to be measured.
 pub fn to_record(scn: &Scenario, o: &Outcome, overrides: &[(String, String)]) -> Record {
     let mut cache = SeriesCache(vec![None; o.tasks.len()]);
-    let frame = assemble(scn, o, overrides, &mut cache, &all_totals(o)).to_json_pretty();
-    let room = RECORD_BYTES_MAX.saturating_sub(frame.len());
+    if !tasks_pass_bound(o, &mut cache) {
+        let whole = assemble(scn, o, overrides, &mut cache, &Fold::none(o));
+        if bound::record_max(&whole) <= RECORD_BYTES_MAX || written_len(&whole) <= RECORD_BYTES_MAX
+        {
+            return whole;
+        }
+    }
+    folded_record(scn, o, overrides, &mut cache)
+}
+
+/// Why a folded record is still over [`RECORD_BYTES_MAX`], which only
+/// names of great length can make so (they are repeated in every spike,
+/// period and timeline slice, which are capped by count): `None` when it
+/// fits. A whole record from [`to_record`] always fits.
+pub fn record_refusal(r: &Record) -> Option<String> {
+    let folded = r
+        .extra
+        .get("sim")
+        .is_some_and(|s| s.get("folded").is_some());
+    if !folded || bound::record_max(r) <= RECORD_BYTES_MAX {
+        return None;
+    }
+    let len = written_len(r);
+    (len > RECORD_BYTES_MAX).then(|| {
+        format!(
+            "the record would take {len} bytes even folded, over its {RECORD_BYTES_MAX}-byte bound: shorten the scenario's task, stream and noise names"
+        )
+    })
+}
+
+/// Whether the tasks' series alone take more than [`RECORD_BYTES_MAX`]
+/// (by [`bound::series_min`]), stopping as soon as they do: a run of
+/// 100,000 tasks then builds the series of the first few thousand only.
+fn tasks_pass_bound(o: &Outcome, cache: &mut SeriesCache) -> bool {
+    let mut least = 0usize;
+    for i in 0..o.tasks.len() {
+        least += cache
+            .get(o, i)
+            .0
+            .iter()
+            .map(bound::series_min)
+            .sum::<usize>();
+        if least > RECORD_BYTES_MAX {
+            return true;
+        }
+    }
+    false
+}
+
+/// Counts the bytes written to it, and keeps none.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Bytes `r` takes as written (`Record::to_json_pretty`), without holding
+/// the text.
+pub(crate) fn written_len(r: &Record) -> usize {
+    let mut c = Counter(0);
+    serde_json::to_writer_pretty(&mut c, r).expect("record serializes");
+    c.0
+}
+
+/// The record of a run whose whole record does not fit: tasks folded
+/// worst first into the room the rest leaves.
+fn folded_record(
+    scn: &Scenario,
+    o: &Outcome,
+    overrides: &[(String, String)],
+    cache: &mut SeriesCache,
+) -> Record {
+    let frame = written_len(&assemble(scn, o, overrides, cache, &all_totals(o)));
+    let room = RECORD_BYTES_MAX.saturating_sub(frame);
     let periods: BTreeMap<&str, &PeriodTotals> = o
         .period_totals
         .iter()
         .map(|p| (p.task.as_str(), p))
         .collect();
-    // The whole record's cost, counted until it passes the room left.
-    let mut wanted = 0usize;
-    for i in 0..o.tasks.len() {
-        wanted += detail_len(o, i, &mut cache, &periods);
-        if wanted > room {
-            break;
-        }
-    }
-    if wanted <= room {
-        let r = assemble(scn, o, overrides, &mut cache, &Fold::none(o));
-        if r.to_json_pretty().len() <= RECORD_BYTES_MAX {
-            return r;
-        }
-    }
     let order = fold_order(scn, o);
     let mut budget = room;
     loop {
-        let fold = Fold::choose(o, &order, budget, &mut cache, &periods);
-        let r = assemble(scn, o, overrides, &mut cache, &fold);
-        let len = r.to_json_pretty().len();
+        let fold = Fold::choose(o, &order, budget, cache, &periods);
+        let r = assemble(scn, o, overrides, cache, &fold);
+        let len = written_len(&r);
         if len <= RECORD_BYTES_MAX || fold.info.detailed + fold.info.counted == 0 {
             return r;
         }
@@ -356,13 +444,16 @@ fn fold_order(scn: &Scenario, o: &Outcome) -> Vec<usize> {
 /// A record with every task in the totals: its size is what a record
 /// costs before any task's own data.
 fn all_totals(o: &Outcome) -> Fold {
+    let parts = Parts::folded(o);
     Fold {
         keep: vec![Keep::Totals; o.tasks.len()],
         info: SimFolded {
             tasks: o.tasks.len() as u64,
             totals_only: o.tasks.len() as u64,
+            parts: parts.info.clone(),
             ..Fold::totals(o)
         },
+        parts,
     }
 }
 
@@ -372,6 +463,7 @@ impl Fold {
         Fold {
             keep: vec![Keep::Detail; o.tasks.len()],
             info: SimFolded::default(),
+            parts: Parts::all(),
         }
     }
 
@@ -424,6 +516,7 @@ impl Fold {
             k += 1;
         }
         let tasks = o.tasks.len();
+        let parts = Parts::folded(o);
         Fold {
             keep,
             info: SimFolded {
@@ -431,13 +524,16 @@ impl Fold {
                 detailed: detailed as u64,
                 counted: (k - detailed) as u64,
                 totals_only: (tasks - k) as u64,
+                parts: parts.info.clone(),
                 ..Fold::totals(o)
             },
+            parts,
         }
     }
 
+    /// Whether this is a folded record ([`Fold::none`] is the whole one).
     fn folded(&self) -> bool {
-        self.info.tasks > 0
+        self.info.bytes_max > 0
     }
 }
 
@@ -586,6 +682,9 @@ fn assemble(
     }
     let dur = o.ended_at;
     for (c, s) in o.cpus.iter().enumerate() {
+        if fold.parts.gap_cpus.as_ref().is_some_and(|k| !k[c]) {
+            continue;
+        }
         if let Some(g) = &s.gaps {
             let mut gs = g.to_series(&format!("cpu{c}.gap"), Metric::Gap);
             gs.cpu = Some(c as u32);
@@ -598,22 +697,7 @@ fn assemble(
             .iter()
             .filter(|x| x.cpu as usize == c && x.count > 0)
             .collect();
-        let total_src: u64 = mine.iter().map(|x| x.total.0).sum();
-        let by_source = mine
-            .iter()
-            .map(|x| SourceShare {
-                kind: x.kind.to_string(),
-                name: x.name.to_string(),
-                count: x.count,
-                total_ns: x.total,
-                max_ns: x.max,
-                share: if total_src == 0 {
-                    0.0
-                } else {
-                    x.total.0 as f64 / total_src as f64
-                },
-            })
-            .collect();
+        let by_source = fold.parts.sources(mine);
         r.stolen.push(Stolen {
             cpu: c as u32,
             task: None,
@@ -624,7 +708,7 @@ fn assemble(
             max_ns: s.max,
             threshold_ns: Nanos::ZERO,
             loop_cost_ns: None,
-            timeline: s.timeline.clone(),
+            timeline: fold.parts.timeline(&s.timeline),
             by_source,
             kernel_view: None,
         });
@@ -666,7 +750,7 @@ fn assemble(
             r.period_summary.push(period_summary(p));
         }
     }
-    for w in &o.warnings {
+    for w in o.warnings.iter().take(fold.parts.warnings_kept) {
         r.warnings.push(Warning::Other { message: w.clone() });
     }
     if o.interrupted {
@@ -692,6 +776,31 @@ fn assemble(
 
 /// The warning a folded record carries.
 fn fold_warning(f: &SimFolded) -> String {
+    let mut w = if f.counted + f.totals_only == 0 {
+        format!(
+            "the record does not fit whole in its {:.0} MB bound: every task is kept whole ({})",
+            f.bytes_max as f64 / 1e6,
+            f.tasks
+        )
+    } else {
+        tasks_fold_warning(f)
+    };
+    if !f.parts.is_empty() {
+        let parts: Vec<String> = f
+            .parts
+            .iter()
+            .map(|(k, p)| format!("{k} {} of {} ({})", p.kept, p.total, p.order))
+            .collect();
+        w.push_str(&format!(
+            "; of the other parts it keeps the worst, with their totals in extra.sim.folded.parts: {}",
+            parts.join("; ")
+        ));
+    }
+    w
+}
+
+/// The words of [`fold_warning`] on the tasks.
+fn tasks_fold_warning(f: &SimFolded) -> String {
     format!(
         "{} tasks do not fit whole in the record's {:.0} MB bound: the {} that fared worst keep their series, {} more their counts, and {} are only in the totals ({}.latency, .interval, .response over every task; extra.sim.folded); {BOUNDED}, tasks are ranked by {}",
         f.tasks,
@@ -716,7 +825,9 @@ fn sim_sections(r: &mut Record, o: &Outcome, fold: &Fold) {
     let streams: BTreeMap<String, SimStream> = o
         .streams
         .iter()
-        .map(|s| {
+        .enumerate()
+        .filter(|(i, _)| fold.parts.streams.as_ref().is_none_or(|k| k[*i]))
+        .map(|(_, s)| {
             (
                 s.name.clone(),
                 SimStream {
@@ -735,8 +846,9 @@ fn sim_sections(r: &mut Record, o: &Outcome, fold: &Fold) {
     let interrupt_work_dropped: BTreeMap<String, u64> = o
         .sources
         .iter()
-        .filter(|x| x.dropped > 0)
-        .map(|x| (x.name.to_string(), x.dropped))
+        .enumerate()
+        .filter(|(i, x)| x.dropped > 0 && fold.parts.dropped.as_ref().is_none_or(|k| k[*i]))
+        .map(|(_, x)| (x.name.to_string(), x.dropped))
         .collect();
     let multiprocessor = o.multiprocessor.as_ref().map(|m| SimMultiprocessor {
         policy: m.policy.to_string(),
@@ -748,7 +860,9 @@ fn sim_sections(r: &mut Record, o: &Outcome, fold: &Fold) {
     let constraints: BTreeMap<String, SimConstraint> = o
         .constraints
         .iter()
-        .map(|c| {
+        .enumerate()
+        .filter(|(i, _)| fold.parts.constraints.as_ref().is_none_or(|k| k[*i]))
+        .map(|(_, c)| {
             (
                 c.name.clone(),
                 SimConstraint {
@@ -799,7 +913,7 @@ fn sim_sections(r: &mut Record, o: &Outcome, fold: &Fold) {
             period_summary_keys(p, &mut m);
         }
     }
-    run_summary(o, &mut m);
+    run_summary(o, fold.parts.streams.as_deref(), &mut m);
     if fold.folded() {
         let f = &fold.info;
         let a = &f.all;
@@ -918,6 +1032,10 @@ mod tests {
     /// `n` periodic tasks on one CPU, overloaded: at 10 µs a job every
     /// 2–51 ms, 100,000 tasks ask for about 8 CPUs.
     fn many_tasks(n: usize, duration: &str) -> Scenario {
+        Scenario::parse("many.toml", &many_tasks_text(n, duration), &[]).unwrap()
+    }
+
+    fn many_tasks_text(n: usize, duration: &str) -> String {
         let mut text = format!("[sim]\nduration = \"{duration}\"\n");
         for i in 0..n {
             text.push_str(&format!(
@@ -926,7 +1044,46 @@ mod tests {
                 2 + i % 50
             ));
         }
-        Scenario::parse("many.toml", &text, &[]).unwrap()
+        text
+    }
+
+    /// The record of [`many_tasks`] over 500 ms with a comment of `pad` bytes, which
+    /// the record's `config.scenario` keeps (`pad` + 3 bytes written) and
+    /// the run ignores.
+    fn padded(n: usize, pad: usize) -> Record {
+        let text = format!("{}#{}\n", many_tasks_text(n, "500ms"), "x".repeat(pad));
+        let scn = Scenario::parse("many.toml", &text, &[]).unwrap();
+        let out = crate::run(&scn, &RunOptions::default(), None).unwrap();
+        to_record(&scn, &out, &[])
+    }
+
+    #[test]
+    fn a_record_is_whole_exactly_when_it_fits() {
+        // A task count whose whole record is a little under the bound.
+        let (mut n, mut short) = (300, 0);
+        for _ in 0..10 {
+            let r = padded(n, 0);
+            assert!(r.sim().unwrap().folded.is_none(), "{n}");
+            let len = r.to_json_pretty().len();
+            short = RECORD_BYTES_MAX - len;
+            if (1..250_000).contains(&short) {
+                break;
+            }
+            n += (short - 100_000) / (len / n);
+        }
+        // Within the text kept as it is (SCENARIO_TEXT_MAX), pad included.
+        assert!((1..250_000).contains(&short), "{n}: {short}");
+        // Padded to the bound exactly: whole (the rule before folded it,
+        // as the tasks' data passed the room left beside the totals).
+        let at = padded(n, short);
+        assert_eq!(at.to_json_pretty().len(), RECORD_BYTES_MAX);
+        assert!(at.sim().unwrap().folded.is_none());
+        assert_eq!(at.sim().unwrap().tasks.len(), n);
+        // One byte more: folded, under the bound.
+        let over = padded(n, short + 1);
+        let f = over.sim().unwrap().folded.clone().expect("folded");
+        assert_eq!(f.tasks, n as u64);
+        assert!(over.to_json_pretty().len() <= RECORD_BYTES_MAX);
     }
 
     #[test]

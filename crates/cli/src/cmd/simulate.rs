@@ -134,6 +134,9 @@ pub fn run(args: Args) -> CliResult {
         setup_cpu: Duration::from_nanos(cpu.saturating_sub(setup).0),
     };
     let record = to_record(&scn, &out, &sets);
+    if let Some(why) = punctual_sim::record_refusal(&record) {
+        return Err(CliError::usage(format!("{}: {why}", scn.file)));
+    }
     let (text, warnings) = punctual_report::text::simulate::summary(&record, Some(cost));
     print!("{text}");
     eprint!("{warnings}");

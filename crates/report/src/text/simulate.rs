@@ -359,6 +359,19 @@ fn streams(w: &mut String, rec: &Record, sim: &SimSection, scn: Option<&Scenario
                 s.paused_ns.0 as f64 * 100.0 / ended_at.0.max(1) as f64
             );
         }
+        if let Some(p) = sim.folded.as_ref().and_then(|f| f.parts.get("streams")) {
+            let sum = |k: &str| p.sums.get(k).copied().unwrap_or(0);
+            let _ = writeln!(
+                w,
+                "(record folded: {} of {} streams shown, {}; over all: {} arrived, {} delivered, {} lost)",
+                p.kept,
+                p.total,
+                p.order,
+                sum("arrived"),
+                sum("delivered"),
+                sum("lost")
+            );
+        }
     }
 }
 
