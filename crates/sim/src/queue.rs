@@ -1,4 +1,4 @@
-//! The simulator's event queue: a 4-ary min-heap on a packed
+//! The simulator's event queue: a binary min-heap on a packed
 //! (time, sequence) key.
 //!
 //! Two things make it cheaper than `std`'s `BinaryHeap<Reverse<Ev>>` for
@@ -39,20 +39,15 @@ pub(crate) fn key_time(k: u128) -> Nanos {
 /// No event: larger than every real key (a sequence never reaches `u64::MAX`).
 pub(crate) const NO_KEY: u128 = u128::MAX;
 
-/// Children per node. Four rather than two: a heap of one release per
-/// task is as deep as the task count's base-4 logarithm, half the levels
-/// of a binary heap, and the four keys a level compares sit side by side
-/// (64 bytes), so that at 10,000 tasks a sift to the bottom touches about
-/// 7 lines of keys instead of 14 pairs spread over the array.
-const ARITY: usize = 4;
+#[derive(Clone, Copy, Debug)]
+struct Entry<T> {
+    key: u128,
+    item: T,
+}
 
-/// The heap keeps keys and items in two arrays (struct of arrays): a sift
-/// compares keys at every level but moves an item only where an entry
-/// moves, so the comparisons read 16 bytes per entry, not the entry's 32.
 #[derive(Debug)]
 pub(crate) struct EvQueue<T: Copy> {
-    keys: Vec<u128>,
-    items: Vec<T>,
+    v: Vec<Entry<T>>,
     /// The root was taken and not yet refilled.
     hole: bool,
 }
@@ -60,8 +55,7 @@ pub(crate) struct EvQueue<T: Copy> {
 impl<T: Copy> EvQueue<T> {
     pub(crate) fn new() -> Self {
         EvQueue {
-            keys: Vec::new(),
-            items: Vec::new(),
+            v: Vec::new(),
             hole: false,
         }
     }
@@ -69,20 +63,20 @@ impl<T: Copy> EvQueue<T> {
     /// Number of queued events.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.keys.len() - self.hole as usize
+        self.v.len() - self.hole as usize
     }
 
     /// Always inlined: a call passed the event through memory and saved
     /// and restored five registers around a sift of two or three levels.
     #[inline(always)]
     pub(crate) fn push(&mut self, key: u128, item: T) {
+        let e = Entry { key, item };
         if self.hole {
             self.hole = false;
-            self.sift_down_from(0, key, item);
+            self.sift_down_from(0, e);
         } else {
-            self.keys.push(key);
-            self.items.push(item);
-            self.sift_up(self.keys.len() - 1);
+            self.v.push(e);
+            self.sift_up(self.v.len() - 1);
         }
     }
 
@@ -90,16 +84,16 @@ impl<T: Copy> EvQueue<T> {
     #[inline]
     pub(crate) fn min_key(&mut self) -> u128 {
         self.settle();
-        self.keys.first().copied().unwrap_or(NO_KEY)
+        self.v.first().map_or(NO_KEY, |e| e.key)
     }
 
     /// Removes the earliest event; call only after [`EvQueue::min_key`]
     /// returned a real key.
     #[inline]
     pub(crate) fn take_min(&mut self) -> T {
-        debug_assert!(!self.hole && !self.keys.is_empty());
+        debug_assert!(!self.hole && !self.v.is_empty());
         self.hole = true;
-        self.items[0]
+        self.v[0].item
     }
 
     /// Fills a pending hole with the last entry. Only the test is always
@@ -116,65 +110,54 @@ impl<T: Copy> EvQueue<T> {
     #[inline(never)]
     fn fill_hole(&mut self) {
         self.hole = false;
-        let key = self.keys.pop().expect("a hole is an entry");
-        let item = self.items.pop().expect("items pair with keys");
-        if !self.keys.is_empty() {
-            self.sift_down_from(0, key, item);
+        let last = self.v.pop().expect("a hole is an entry");
+        if !self.v.is_empty() {
+            self.sift_down_from(0, last);
         }
     }
 
     #[inline]
     fn sift_up(&mut self, mut i: usize) {
-        let (k, item) = (self.keys[i], self.items[i]);
+        let e = self.v[i];
         while i > 0 {
-            let p = (i - 1) / ARITY;
-            if self.keys[p] <= k {
+            let p = (i - 1) / 2;
+            if self.v[p].key <= e.key {
                 break;
             }
-            self.keys[i] = self.keys[p];
-            self.items[i] = self.items[p];
+            self.v[i] = self.v[p];
             i = p;
         }
-        self.keys[i] = k;
-        self.items[i] = item;
+        self.v[i] = e;
     }
 
-    /// Sifts the entry (`key`, `item`) down from slot `i`, whose old
-    /// content is dropped: the entry is written once, where it lands.
-    /// Writing it into slot `i` first and reading it back made the read
-    /// wait on stores it could not be forwarded from, a stall that was the
-    /// single hottest spot of the event loop.
+    /// Sifts `e` down from slot `i`, whose old content is dropped: `e` is
+    /// written once, where it lands. Writing it into slot `i` first and
+    /// reading it back made the read wait on stores it could not be
+    /// forwarded from (the event's fields are written piecewise), a stall
+    /// that was the single hottest spot of the event loop.
     #[inline]
-    fn sift_down_from(&mut self, mut i: usize, key: u128, item: T) {
-        let keys = &mut self.keys[..];
-        let n = keys.len();
+    fn sift_down_from(&mut self, mut i: usize, e: Entry<T>) {
+        let n = self.v.len();
         loop {
-            let first = ARITY * i + 1;
-            if first >= n {
+            let l = 2 * i + 1;
+            if l >= n {
                 break;
             }
-            let c = if first + ARITY <= n {
-                // Which child is smallest is a coin toss: select without a
-                // branch to mispredict, as a tournament of two pairs.
-                let a = first + (keys[first + 1] < keys[first]) as usize;
-                let b = first + 2 + (keys[first + 3] < keys[first + 2]) as usize;
-                if keys[b] < keys[a] {
-                    b
-                } else {
-                    a
-                }
+            let r = l + 1;
+            // Which child is smaller is a coin toss: select without a
+            // branch to mispredict.
+            let c = if r < n {
+                l + (self.v[r].key < self.v[l].key) as usize
             } else {
-                (first..n).min_by_key(|&c| keys[c]).expect("a child")
+                l
             };
-            if key <= keys[c] {
+            if e.key <= self.v[c].key {
                 break;
             }
-            keys[i] = keys[c];
-            self.items[i] = self.items[c];
+            self.v[i] = self.v[c];
             i = c;
         }
-        keys[i] = key;
-        self.items[i] = item;
+        self.v[i] = e;
     }
 }
 
