@@ -582,6 +582,11 @@ pub(crate) struct GlobalSim {
     /// CPU 0 at first), where its next activation is announced.
     task_cpu: Vec<usize>,
     scratch: Scratch,
+    /// Whether instants of one decision skip the emulation of turns
+    /// ([`GlobalSim::one_decision`]); off only to test that they may.
+    shortcut: bool,
+    /// Instants that took it.
+    shortcuts: u64,
     /// Buffers of `run` and `dispatch`, kept so an instant allocates
     /// nothing.
     done_buf: Vec<usize>,
@@ -688,6 +693,8 @@ impl GlobalSim {
             busy: vec![false; ncpu as usize],
             task_cpu: vec![0; f.task.len()],
             scratch: Scratch::default(),
+            shortcut: true,
+            shortcuts: 0,
             done_buf: Vec::new(),
             waiting_buf: Vec::new(),
             slots_buf: Vec::new(),
@@ -720,6 +727,12 @@ impl GlobalSim {
     }
 
     pub(crate) fn run(mut self, stop: Option<&AtomicBool>) -> Result<Outcome, ScenarioError> {
+        let interrupted = self.run_events(stop);
+        Ok(self.finish(interrupted))
+    }
+
+    /// The run's events up to the end; returns whether `stop` cut it short.
+    fn run_events(&mut self, stop: Option<&AtomicBool>) -> bool {
         // Each task's first release: the first thing a run does, as
         // SimSo's `run_model()` activates its tasks' processes.
         for (i, t) in self.tasks.iter().enumerate() {
@@ -790,7 +803,7 @@ impl GlobalSim {
             }
             self.dispatch();
         }
-        Ok(self.finish(interrupted))
+        interrupted
     }
 
     fn urgency(&self, ti: usize) -> u64 {
@@ -922,6 +935,7 @@ impl GlobalSim {
         // complete) still keeps the CPUs busy: each CPU a decision changed
         // takes a place in the order of completions.
         let before = &mut self.scratch.before;
+        before.resize(slots.len(), None);
         for (b, x) in before.iter_mut().zip(&slots) {
             *b = x.map(|j| j.id);
         }
@@ -1021,6 +1035,11 @@ impl GlobalSim {
         slots: &mut [Option<GlobalJob>],
         waiting: &mut Vec<GlobalJob>,
     ) -> bool {
+        if self.shortcut {
+            if let Some(moved) = self.one_decision(slots, waiting) {
+                return moved;
+            }
+        }
         let n = self.cpus.len();
         let sc = &mut self.scratch;
         sc.reset(slots);
@@ -1047,6 +1066,47 @@ impl GlobalSim {
             }
         }
         moved
+    }
+
+    /// [`GlobalSim::decide_as_simso`] for an instant of one event that
+    /// asks one decision: a release, or a completion (or an abort) that
+    /// makes no queued job ready; `None` for any other instant.
+    ///
+    /// Its turns are then fixed: the asking CPU `c` (the released task's
+    /// CPU, or the CPU of the completion) saves its job if it ran one,
+    /// takes the event, owes one rescheduling, makes it, applies it on its
+    /// next turn (waking the CPU `k` the job went to), loads its job if it
+    /// has one and goes back to it; `k`, woken after `c`'s last turns
+    /// began, goes back after it. So: one decision on `c`, then `c` and
+    /// `k` (once, when they are one CPU) take their places in the order of
+    /// completions. Saving and loading only add turns, and no other CPU
+    /// is woken, so the full emulation comes to the same; the test
+    /// `the_one_decision_shortcut_keeps_every_slice` runs both.
+    fn one_decision(
+        &mut self,
+        slots: &mut [Option<GlobalJob>],
+        waiting: &mut Vec<GlobalJob>,
+    ) -> Option<bool> {
+        let c = match self.asks[..] {
+            [Ask::Release { task, .. }] => self.task_cpu[task],
+            [Ask::Done {
+                cpu, queued: None, ..
+            }] => cpu,
+            _ => return None,
+        };
+        self.shortcuts += 1;
+        let k = decide_at(slots, waiting, Some(c));
+        if let Some(k) = k {
+            let j = slots[k].map_or(0, |j| j.id);
+            self.task_cpu[j] = k;
+        }
+        for x in [Some(c), k.filter(|&k| k != c)].into_iter().flatten() {
+            if slots[x].is_some() {
+                self.seq += 1;
+                self.dispatched[x] = self.seq;
+            }
+        }
+        Some(k.is_some())
     }
 
     /// Task `ti` ran on CPU `c` from `since` to now.
@@ -1134,5 +1194,71 @@ impl GlobalSim {
             constraints: Vec::new(),
             multiprocessor,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seeded sets of 2 to 8 CPUs, a few tasks per CPU, utilization up
+    /// to overload, with and without late jobs aborted: every slice of the
+    /// run (CPU, task, start, length) and every count must be the same
+    /// with the shortcut of one-decision instants as with the full
+    /// emulation of SimSo's turns.
+    #[test]
+    fn the_one_decision_shortcut_keeps_every_slice() {
+        let periods_ms = [5u64, 8, 10, 12, 15, 20, 25, 30, 40, 50];
+        let mut rng = Rng::new(7, 1);
+        let mut shortcut_taken = 0;
+        for set in 0..40 {
+            let cpus = 2 + rng.next_u64() % 7;
+            let n = cpus + rng.next_u64() % (3 * cpus);
+            let mut text = format!(
+                "[sim]\nduration = \"300ms\"\ncpus = {cpus}\nmultiprocessor = \"global\"\n"
+            );
+            if set % 2 == 1 {
+                text.push_str("on_miss = \"abort\"\n");
+            }
+            for i in 0..n {
+                let p = periods_ms[(rng.next_u64() % periods_ms.len() as u64) as usize];
+                // Up to 0.6 of a CPU each (some sets overloaded), in
+                // whole milliseconds so that completions often coincide.
+                let exec_us = 1000 * (1 + rng.next_u64() % (p * 6 / 10));
+                text.push_str(&format!(
+                    "[[task]]\nname = \"t{i}\"\nkind = \"periodic\"\nclass = \"edf\"\nperiod = \"{p}ms\"\nexec = \"{exec_us}us\"\n"
+                ));
+            }
+            let scn = Scenario::parse("t.toml", &text, &[]).unwrap();
+            let opts = RunOptions {
+                trace_cap: Some(usize::MAX),
+                ..Default::default()
+            };
+            let run = |shortcut: bool| {
+                let mut g = GlobalSim::new(&scn, &opts).unwrap();
+                g.shortcut = shortcut;
+                let interrupted = g.run_events(None);
+                let taken = g.shortcuts;
+                let o = g.finish(interrupted);
+                let slices: Vec<_> = o
+                    .trace
+                    .iter()
+                    .map(|s| (s.cpu, s.track, s.start, s.dur))
+                    .collect();
+                let counts: Vec<_> = o
+                    .tasks
+                    .iter()
+                    .map(|t| (t.jobs, t.deadline_misses, t.preemptions, t.aborted))
+                    .collect();
+                let m = o.multiprocessor.unwrap();
+                ((slices, counts, m.migrations, m.task_migrations), taken)
+            };
+            let (full, (short, taken)) = (run(false).0, run(true));
+            assert!(!full.0.is_empty());
+            assert_eq!(full, short, "set {set}: {text}");
+            shortcut_taken += taken;
+        }
+        // The shortcut was taken, and not only at a few instants.
+        assert!(shortcut_taken > 1_000, "{shortcut_taken}");
     }
 }
