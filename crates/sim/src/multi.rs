@@ -1040,7 +1040,6 @@ impl GlobalSim {
                 return moved;
             }
         }
-        let n = self.cpus.len();
         let sc = &mut self.scratch;
         sc.reset(slots);
         let moved = emulate_turns(
@@ -1054,8 +1053,8 @@ impl GlobalSim {
         // The CPUs that took turns put their jobs back as they finished,
         // so those jobs' completions come after this instant's other
         // events, in that order.
-        for c in 0..n {
-            if !sc.cpu[c].finished && slots[c].map(|j| j.id) != sc.before[c] {
+        for (c, slot) in slots.iter().enumerate() {
+            if !sc.cpu[c].finished && slot.map(|j| j.id) != sc.before[c] {
                 sc.finished.push(c);
             }
         }
