@@ -10,6 +10,8 @@
 # process over a 100x longer run), minimum and median over the sets.
 # LATE = abort aborts late jobs at their deadline on both sides (SimSo's
 # default, punctual's sim.on_miss = "abort").
+# PUNCTUAL=BIN runs that binary instead of the release build of the tree,
+# so that two builds go through the same script one after the other.
 # Usage: bench/simso/compare_mp.sh [ROUNDS] [SEEDS] [DURATION_MS] [LATE]
 #        (defaults 3, 20, 2000, continue)
 set -euo pipefail
@@ -18,4 +20,4 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 python3 bench/simso/gen_mp.py "$WORK" --seeds "${2:-20}" --duration-ms "${3:-2000}"
 "$VENV/bin/python" -c 'import simso; print("simso", simso.__version__)' 2>/dev/null || true
-python3 bench/simso/compare_mp.py "$WORK" "$CARGO_TARGET_DIR/release/punctual" "$VENV/bin/python" "${1:-3}" "${4:-continue}"
+python3 bench/simso/compare_mp.py "$WORK" "${PUNCTUAL:-$CARGO_TARGET_DIR/release/punctual}" "$VENV/bin/python" "${1:-3}" "${4:-continue}"

@@ -60,39 +60,78 @@ pub fn decide(
     waiting: &mut Vec<GlobalJob>,
     caller: Option<usize>,
 ) -> bool {
-    let Some(wi) = (0..waiting.len()).min_by_key(|&i| (waiting[i].urgency, waiting[i].order))
-    else {
-        return false;
-    };
+    decide_at(cpus, waiting, caller).is_some()
+}
+
+/// [`decide`], returning the CPU the job moved to: the one slot a
+/// decision changes, so a caller that records moves need not compare
+/// every slot before and after.
+pub fn decide_at(
+    cpus: &mut [Option<GlobalJob>],
+    waiting: &mut Vec<GlobalJob>,
+    caller: Option<usize>,
+) -> Option<usize> {
+    let mut wi = 0;
+    let mut best = (*waiting.first()?).rank();
+    for (i, w) in waiting.iter().enumerate().skip(1) {
+        let k = w.rank();
+        if k < best {
+            best = k;
+            wi = i;
+        }
+    }
     let job = waiting[wi];
     let pref = caller.unwrap_or(job.preferred);
-    let target = if cpus.iter().any(Option::is_none) {
+    // One pass: the first free CPU, and the least urgent running job with
+    // the first CPU that runs one as late.
+    let mut free = None;
+    let mut worst = 0u64;
+    let mut first_worst = None;
+    for (c, slot) in cpus.iter().enumerate() {
+        match slot {
+            None => {
+                free = Some(c);
+                break;
+            }
+            Some(j) if first_worst.is_none() || j.urgency > worst => {
+                worst = j.urgency;
+                first_worst = Some(c);
+            }
+            Some(_) => {}
+        }
+    }
+    let target = if let Some(first_free) = free {
         if cpus.get(pref).is_some_and(Option::is_none) {
             pref
         } else {
-            cpus.iter().position(Option::is_none).expect("a free CPU")
+            first_free
         }
     } else {
-        let worst = cpus
-            .iter()
-            .map(|c| c.map_or(0, |j| j.urgency))
-            .max()
-            .unwrap_or(0);
+        let first_worst = first_worst?;
         if worst <= job.urgency {
-            return false;
+            return None;
         }
-        let on_worst = |c: usize| cpus[c].is_some_and(|j| j.urgency == worst);
-        if pref < cpus.len() && on_worst(pref) {
+        if cpus
+            .get(pref)
+            .is_some_and(|j| j.is_some_and(|j| j.urgency == worst))
+        {
             pref
         } else {
-            (0..cpus.len()).find(|&c| on_worst(c)).expect("a CPU")
+            first_worst
         }
     };
     waiting.swap_remove(wi);
     if let Some(out) = cpus[target].replace(job) {
         waiting.push(out);
     }
-    true
+    Some(target)
+}
+
+impl GlobalJob {
+    /// What orders waiting jobs: urgency, then `order`.
+    fn rank(self) -> (u64, u32) {
+        (self.urgency, self.order)
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use punctual_record::{Recorder, Timeline};
-use punctual_sched::global::{assign, decide, GlobalJob};
+use punctual_sched::global::{assign, decide_at, GlobalJob};
 use punctual_sched::placement::{self, Fit, CPU_PPB};
 use punctual_units::Nanos;
 use toml::Spanned;
@@ -313,61 +313,62 @@ enum Turn {
     Cpu(usize),
 }
 
+/// One CPU's part in the turns of an instant.
+#[derive(Default)]
+struct CpuTurns {
+    /// Its queued completions (`None`) and activations (the task).
+    items: VecDeque<Option<usize>>,
+    /// The reschedulings it owes.
+    owed: u32,
+    awake: bool,
+    woken_before: bool,
+    saving: bool,
+    /// Decisions made on it and applied at its next turn (after the
+    /// rescheduling's zero overhead): (task, CPU).
+    pending: Vec<(usize, usize)>,
+    /// Whether it runs a job as SimSo sees it (decisions applied), and
+    /// whether it has loaded it since its last wake.
+    has_job: bool,
+    loaded: bool,
+    /// Whether it went back to its job at least once this instant.
+    finished: bool,
+}
+
 /// The emulation's per-instant state, kept between instants so that an
-/// instant allocates nothing once the buffers have grown.
+/// instant allocates nothing once the buffers have grown; one record per
+/// CPU, so that an instant resets and reaches a CPU's state in one place.
 #[derive(Default)]
 struct Scratch {
     /// What each CPU ran when the instant's decisions began.
     before: Vec<Option<usize>>,
     first: Vec<(u64, Turn)>,
     fifo: VecDeque<Turn>,
-    /// Per CPU, its queued completions (`None`) and activations (the task).
-    items: Vec<VecDeque<Option<usize>>>,
-    /// Per CPU, the reschedulings it owes.
-    owed: Vec<u32>,
-    awake: Vec<bool>,
-    woken_before: Vec<bool>,
-    saving: Vec<bool>,
-    /// Decisions made on a CPU and applied at its next turn (after the
-    /// rescheduling's zero overhead): (task, CPU).
-    pending: Vec<Vec<(usize, usize)>>,
+    cpu: Vec<CpuTurns>,
     lock_wait: VecDeque<usize>,
     /// CPUs in the order they last went back to their jobs.
     finished: Vec<usize>,
-    /// Whether a CPU runs a job as SimSo sees it (decisions applied), and
-    /// whether it has loaded it since its last wake.
-    has_job: Vec<bool>,
-    loaded: Vec<bool>,
-    /// The slots before one decision, to see what it moved (kept: one was
-    /// allocated per decision, a tenth of a global run's time).
-    decided_from: Vec<Option<usize>>,
 }
 
 impl Scratch {
-    fn reset(&mut self, n: usize, slots: &[Option<GlobalJob>]) {
+    fn reset(&mut self, slots: &[Option<GlobalJob>]) {
         self.before.clear();
         self.before.extend(slots.iter().map(|x| x.map(|j| j.id)));
         self.first.clear();
         self.fifo.clear();
-        self.items.resize_with(n, VecDeque::new);
-        self.items.iter_mut().for_each(VecDeque::clear);
-        self.pending.resize_with(n, Vec::new);
-        self.pending.iter_mut().for_each(Vec::clear);
-        for v in [
-            &mut self.awake,
-            &mut self.woken_before,
-            &mut self.saving,
-            &mut self.loaded,
-        ] {
-            v.clear();
-            v.resize(n, false);
+        self.cpu.resize_with(slots.len(), CpuTurns::default);
+        for (k, slot) in self.cpu.iter_mut().zip(slots) {
+            k.items.clear();
+            k.pending.clear();
+            k.owed = 0;
+            k.awake = false;
+            k.woken_before = false;
+            k.saving = false;
+            k.loaded = false;
+            k.finished = false;
+            k.has_job = slot.is_some();
         }
-        self.owed.clear();
-        self.owed.resize(n, 0);
         self.lock_wait.clear();
         self.finished.clear();
-        self.has_job.clear();
-        self.has_job.extend(slots.iter().map(Option::is_some));
     }
 }
 
@@ -383,6 +384,137 @@ enum Ask {
     },
     /// A job of `task` was released (`seq`: when its release was made).
     Release { task: usize, seq: u64 },
+}
+
+/// The turns of one instant ([`GlobalSim::decide_as_simso`]): runs the
+/// processes' turns in SimSo's order and makes the decisions they ask on
+/// `slots`, updating each task's CPU as SimSo knows it (`tcpu`: the last
+/// CPU a decision sent it to, even one it was taken off again before it
+/// ran there). `busy`: whether each CPU ran a job just before the
+/// instant. Returns whether a decision moved a job; `sc.finished` holds
+/// the CPUs in the order they went back to their jobs.
+fn emulate_turns(
+    sc: &mut Scratch,
+    asks: &[Ask],
+    busy: &[bool],
+    tcpu: &mut [usize],
+    slots: &mut [Option<GlobalJob>],
+    waiting: &mut Vec<GlobalJob>,
+) -> bool {
+    let Scratch {
+        first,
+        fifo,
+        cpu,
+        lock_wait,
+        finished,
+        ..
+    } = sc;
+    first.extend(asks.iter().map(|a| match *a {
+        Ask::Done { cpu, seq, queued } => (seq, Turn::Done(cpu, queued)),
+        Ask::Release { task, seq } => (seq, Turn::Release(task)),
+    }));
+    first.sort_by_key(|x| x.0);
+    fifo.extend(first.drain(..).map(|x| x.1));
+    let mut lock: Option<usize> = None;
+    let mut moved = false;
+    let mut guard = 0u32;
+    // A CPU woken by something queued on it takes a turn at the back;
+    // its first turn saves the job it was running, if any.
+    let wake = |k: &mut CpuTurns, c: usize, fifo: &mut VecDeque<Turn>| {
+        if !k.awake {
+            k.awake = true;
+            k.saving = (!k.woken_before && busy[c]) || k.has_job;
+            k.woken_before = true;
+            fifo.push_back(Turn::Cpu(c));
+        }
+    };
+    while let Some(turn) = fifo.pop_front() {
+        guard += 1;
+        if guard > 1_000_000 {
+            break;
+        }
+        match turn {
+            Turn::Release(ti) => fifo.push_back(Turn::Announce(ti)),
+            Turn::Done(c, queued) => {
+                if let Some(ti) = queued {
+                    fifo.push_back(Turn::Announce(ti));
+                }
+                cpu[c].items.push_back(None);
+                wake(&mut cpu[c], c, fifo);
+            }
+            Turn::Announce(ti) => {
+                let c = tcpu[ti];
+                cpu[c].items.push_back(Some(ti));
+                wake(&mut cpu[c], c, fifo);
+            }
+            Turn::Cpu(c) => {
+                if !cpu[c].pending.is_empty() {
+                    // Taken and given back, so its buffer is kept.
+                    let mut moves = std::mem::take(&mut cpu[c].pending);
+                    for &(ti, k) in &moves {
+                        tcpu[ti] = k;
+                        // The CPU is told to switch: it wakes (saving
+                        // the job it ran, if any) and loads the new one.
+                        let kc = &mut cpu[k];
+                        wake(kc, k, fifo);
+                        kc.has_job = true;
+                        kc.loaded = false;
+                    }
+                    moves.clear();
+                    cpu[c].pending = moves;
+                    lock = None;
+                }
+                let mut requeue = true;
+                let me = &mut cpu[c];
+                if me.saving {
+                    me.saving = false;
+                } else if me.loaded && (!me.items.is_empty() || me.owed > 0) {
+                    // Its job was back on it when more work came: a
+                    // turn to save it again.
+                    me.loaded = false;
+                } else if let Some(what) = me.items.pop_front() {
+                    let target = what.map_or(c, |ti| tcpu[ti]);
+                    cpu[target].owed += 1;
+                    if target != c {
+                        wake(&mut cpu[target], target, fifo);
+                    }
+                } else if me.owed > 0 {
+                    if lock.is_none_or(|l| l == c) {
+                        lock = Some(c);
+                        me.owed -= 1;
+                        if let Some(k) = decide_at(slots, waiting, Some(c)) {
+                            moved = true;
+                            let id = slots[k].map_or(0, |j| j.id);
+                            me.pending.push((id, k));
+                        }
+                    } else {
+                        lock_wait.push_back(c);
+                        requeue = false;
+                    }
+                } else if me.has_job && !me.loaded {
+                    // Nothing left: a turn to load its job's context.
+                    me.loaded = true;
+                } else {
+                    me.awake = false;
+                    requeue = false;
+                    me.loaded = false;
+                    me.finished = true;
+                    finished.retain(|&x| x != c);
+                    finished.push(c);
+                }
+                if requeue {
+                    fifo.push_back(Turn::Cpu(c));
+                }
+            }
+        }
+        if lock.is_none() {
+            if let Some(w) = lock_wait.pop_front() {
+                lock = Some(w);
+                fifo.push_back(Turn::Cpu(w));
+            }
+        }
+    }
+    moved
 }
 
 struct GTask {
@@ -450,6 +582,11 @@ pub(crate) struct GlobalSim {
     /// CPU 0 at first), where its next activation is announced.
     task_cpu: Vec<usize>,
     scratch: Scratch,
+    /// Whether instants of one decision skip the emulation of turns
+    /// ([`GlobalSim::one_decision`]); off only to test that they may.
+    shortcut: bool,
+    /// Instants that took it.
+    shortcuts: u64,
     /// Buffers of `run` and `dispatch`, kept so an instant allocates
     /// nothing.
     done_buf: Vec<usize>,
@@ -556,6 +693,8 @@ impl GlobalSim {
             busy: vec![false; ncpu as usize],
             task_cpu: vec![0; f.task.len()],
             scratch: Scratch::default(),
+            shortcut: true,
+            shortcuts: 0,
             done_buf: Vec::new(),
             waiting_buf: Vec::new(),
             slots_buf: Vec::new(),
@@ -588,6 +727,12 @@ impl GlobalSim {
     }
 
     pub(crate) fn run(mut self, stop: Option<&AtomicBool>) -> Result<Outcome, ScenarioError> {
+        let interrupted = self.run_events(stop);
+        Ok(self.finish(interrupted))
+    }
+
+    /// The run's events up to the end; returns whether `stop` cut it short.
+    fn run_events(&mut self, stop: Option<&AtomicBool>) -> bool {
         // Each task's first release: the first thing a run does, as
         // SimSo's `run_model()` activates its tasks' processes.
         for (i, t) in self.tasks.iter().enumerate() {
@@ -658,7 +803,7 @@ impl GlobalSim {
             }
             self.dispatch();
         }
-        Ok(self.finish(interrupted))
+        interrupted
     }
 
     fn urgency(&self, ti: usize) -> u64 {
@@ -766,19 +911,13 @@ impl GlobalSim {
     /// asked for.
     fn dispatch(&mut self) {
         self.picks += 1;
-        let job = |s: &Self, ti: usize| GlobalJob {
-            urgency: s.urgency(ti),
-            order: ti as u32,
-            id: ti,
-            preferred: s.tasks[ti].last_cpu.unwrap_or(0),
-        };
         let mut waiting = std::mem::take(&mut self.waiting_buf);
         waiting.clear();
-        waiting.extend(
-            (0..self.tasks.len())
-                .filter(|&ti| self.tasks[ti].active && self.tasks[ti].on.is_none())
-                .map(|ti| job(self, ti)),
-        );
+        for (ti, t) in self.tasks.iter().enumerate() {
+            if t.active && t.on.is_none() {
+                waiting.push(self.job(ti));
+            }
+        }
         if waiting.is_empty() {
             // Only completions, and no job waits: nothing moves, and no
             // running job was interrupted.
@@ -787,13 +926,19 @@ impl GlobalSim {
         }
         let mut slots = std::mem::take(&mut self.slots_buf);
         slots.clear();
-        slots.extend(self.cpus.iter().map(|c| c.task.map(|ti| job(self, ti))));
+        for c in 0..self.cpus.len() {
+            let slot = self.cpus[c].task.map(|ti| self.job(ti));
+            slots.push(slot);
+        }
         let mut moved = self.decide_as_simso(&mut slots, &mut waiting);
         // Whatever the events did not ask for (nothing, when they are
-        // complete) still keeps the CPUs busy.
-        let mut before = std::mem::take(&mut self.scratch.before);
-        before.clear();
-        before.extend(slots.iter().map(|x| x.map(|j| j.id)));
+        // complete) still keeps the CPUs busy: each CPU a decision changed
+        // takes a place in the order of completions.
+        let before = &mut self.scratch.before;
+        before.resize(slots.len(), None);
+        for (b, x) in before.iter_mut().zip(&slots) {
+            *b = x.map(|j| j.id);
+        }
         if assign(&mut slots, &mut waiting, &[]) {
             moved = true;
             for (c, x) in slots.iter().enumerate() {
@@ -803,12 +948,21 @@ impl GlobalSim {
                 }
             }
         }
-        self.scratch.before = before;
         if moved {
             self.switch(&slots);
         }
         self.waiting_buf = waiting;
         self.slots_buf = slots;
+    }
+
+    /// Task `ti`'s job as the dispatch rule sees it.
+    fn job(&self, ti: usize) -> GlobalJob {
+        GlobalJob {
+            urgency: self.urgency(ti),
+            order: ti as u32,
+            id: ti,
+            preferred: self.tasks[ti].last_cpu.unwrap_or(0),
+        }
     }
 
     /// Puts on each CPU what `slots` says, counting first dispatches,
@@ -881,158 +1035,77 @@ impl GlobalSim {
         slots: &mut [Option<GlobalJob>],
         waiting: &mut Vec<GlobalJob>,
     ) -> bool {
-        let n = self.cpus.len();
-        let mut sc = std::mem::take(&mut self.scratch);
-        sc.reset(n, slots);
-        let Scratch {
-            before,
-            first,
-            fifo,
-            items,
-            owed,
-            awake,
-            woken_before,
-            saving,
-            pending,
-            lock_wait,
-            finished,
-            has_job,
-            loaded,
-            decided_from,
-        } = &mut sc;
-        first.extend(self.asks.iter().map(|a| match *a {
-            Ask::Done { cpu, seq, queued } => (seq, Turn::Done(cpu, queued)),
-            Ask::Release { task, seq } => (seq, Turn::Release(task)),
-        }));
-        first.sort_by_key(|x| x.0);
-        fifo.extend(first.drain(..).map(|x| x.1));
-        let mut lock: Option<usize> = None;
-        // Each task's CPU as SimSo knows it: the last CPU a decision sent
-        // it to, even one it was taken off again before it ran there.
-        let mut tcpu = std::mem::take(&mut self.task_cpu);
-        let mut moved = false;
-        let mut guard = 0u32;
-        // A CPU woken by something queued on it takes a turn at the back;
-        // its first turn saves the job it was running, if any.
-        macro_rules! wake {
-            ($c:expr) => {{
-                let c = $c;
-                if !awake[c] {
-                    awake[c] = true;
-                    saving[c] = (!woken_before[c] && self.busy[c]) || has_job[c];
-                    woken_before[c] = true;
-                    fifo.push_back(Turn::Cpu(c));
-                }
-            }};
-        }
-        while let Some(turn) = fifo.pop_front() {
-            guard += 1;
-            if guard > 1_000_000 {
-                break;
-            }
-            match turn {
-                Turn::Release(ti) => fifo.push_back(Turn::Announce(ti)),
-                Turn::Done(c, queued) => {
-                    if let Some(ti) = queued {
-                        fifo.push_back(Turn::Announce(ti));
-                    }
-                    items[c].push_back(None);
-                    wake!(c);
-                }
-                Turn::Announce(ti) => {
-                    let c = tcpu[ti];
-                    items[c].push_back(Some(ti));
-                    wake!(c);
-                }
-                Turn::Cpu(c) => {
-                    if !pending[c].is_empty() {
-                        // Taken and given back, so its buffer is kept.
-                        let mut moves = std::mem::take(&mut pending[c]);
-                        for &(ti, k) in &moves {
-                            tcpu[ti] = k;
-                            // The CPU is told to switch: it wakes (saving
-                            // the job it ran, if any) and loads the new one.
-                            wake!(k);
-                            has_job[k] = true;
-                            loaded[k] = false;
-                        }
-                        moves.clear();
-                        pending[c] = moves;
-                        lock = None;
-                    }
-                    let mut requeue = true;
-                    if saving[c] {
-                        saving[c] = false;
-                    } else if loaded[c] && (!items[c].is_empty() || owed[c] > 0) {
-                        // Its job was back on it when more work came: a
-                        // turn to save it again.
-                        loaded[c] = false;
-                    } else if let Some(what) = items[c].pop_front() {
-                        let target = what.map_or(c, |ti| tcpu[ti]);
-                        owed[target] += 1;
-                        if target != c {
-                            wake!(target);
-                        }
-                    } else if owed[c] > 0 {
-                        if lock.is_none_or(|l| l == c) {
-                            lock = Some(c);
-                            owed[c] -= 1;
-                            decided_from.clear();
-                            decided_from.extend(slots.iter().map(|x| x.map(|j| j.id)));
-                            if decide(slots, waiting, Some(c)) {
-                                moved = true;
-                                for (k, x) in slots.iter().enumerate() {
-                                    if let Some(j) = x.filter(|j| decided_from[k] != Some(j.id)) {
-                                        pending[c].push((j.id, k));
-                                    }
-                                }
-                            }
-                        } else {
-                            lock_wait.push_back(c);
-                            requeue = false;
-                        }
-                    } else if has_job[c] && !loaded[c] {
-                        // Nothing left: a turn to load its job's context.
-                        loaded[c] = true;
-                    } else {
-                        awake[c] = false;
-                        requeue = false;
-                        loaded[c] = false;
-                        finished.retain(|&x| x != c);
-                        finished.push(c);
-                    }
-                    if requeue {
-                        fifo.push_back(Turn::Cpu(c));
-                    }
-                }
-            }
-            if lock.is_none() {
-                if let Some(w) = lock_wait.pop_front() {
-                    lock = Some(w);
-                    fifo.push_back(Turn::Cpu(w));
-                }
+        if self.shortcut {
+            if let Some(moved) = self.one_decision(slots, waiting) {
+                return moved;
             }
         }
-        self.task_cpu = tcpu;
-        let order = std::mem::take(finished);
+        let sc = &mut self.scratch;
+        sc.reset(slots);
+        let moved = emulate_turns(
+            sc,
+            &self.asks,
+            &self.busy,
+            &mut self.task_cpu,
+            slots,
+            waiting,
+        );
         // The CPUs that took turns put their jobs back as they finished,
         // so those jobs' completions come after this instant's other
         // events, in that order.
-        let mut order = order;
-        for c in 0..n {
-            if !order.contains(&c) && slots[c].map(|j| j.id) != before[c] {
-                order.push(c);
+        for (c, slot) in slots.iter().enumerate() {
+            if !sc.cpu[c].finished && slot.map(|j| j.id) != sc.before[c] {
+                sc.finished.push(c);
             }
         }
-        for &c in &order {
+        for &c in &sc.finished {
             if slots[c].is_some() {
                 self.seq += 1;
                 self.dispatched[c] = self.seq;
             }
         }
-        sc.finished = order;
-        self.scratch = sc;
         moved
+    }
+
+    /// [`GlobalSim::decide_as_simso`] for an instant of one event that
+    /// asks one decision: a release, or a completion (or an abort) that
+    /// makes no queued job ready; `None` for any other instant.
+    ///
+    /// Its turns are then fixed: the asking CPU `c` (the released task's
+    /// CPU, or the CPU of the completion) saves its job if it ran one,
+    /// takes the event, owes one rescheduling, makes it, applies it on its
+    /// next turn (waking the CPU `k` the job went to), loads its job if it
+    /// has one and goes back to it; `k`, woken after `c`'s last turns
+    /// began, goes back after it. So: one decision on `c`, then `c` and
+    /// `k` (once, when they are one CPU) take their places in the order of
+    /// completions. Saving and loading only add turns, and no other CPU
+    /// is woken, so the full emulation comes to the same; the test
+    /// `the_one_decision_shortcut_keeps_every_slice` runs both.
+    fn one_decision(
+        &mut self,
+        slots: &mut [Option<GlobalJob>],
+        waiting: &mut Vec<GlobalJob>,
+    ) -> Option<bool> {
+        let c = match self.asks[..] {
+            [Ask::Release { task, .. }] => self.task_cpu[task],
+            [Ask::Done {
+                cpu, queued: None, ..
+            }] => cpu,
+            _ => return None,
+        };
+        self.shortcuts += 1;
+        let k = decide_at(slots, waiting, Some(c));
+        if let Some(k) = k {
+            let j = slots[k].map_or(0, |j| j.id);
+            self.task_cpu[j] = k;
+        }
+        for x in [Some(c), k.filter(|&k| k != c)].into_iter().flatten() {
+            if slots[x].is_some() {
+                self.seq += 1;
+                self.dispatched[x] = self.seq;
+            }
+        }
+        Some(k.is_some())
     }
 
     /// Task `ti` ran on CPU `c` from `since` to now.
@@ -1120,5 +1193,71 @@ impl GlobalSim {
             constraints: Vec::new(),
             multiprocessor,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seeded sets of 2 to 8 CPUs, a few tasks per CPU, utilization up
+    /// to overload, with and without late jobs aborted: every slice of the
+    /// run (CPU, task, start, length) and every count must be the same
+    /// with the shortcut of one-decision instants as with the full
+    /// emulation of SimSo's turns.
+    #[test]
+    fn the_one_decision_shortcut_keeps_every_slice() {
+        let periods_ms = [5u64, 8, 10, 12, 15, 20, 25, 30, 40, 50];
+        let mut rng = Rng::new(7, 1);
+        let mut shortcut_taken = 0;
+        for set in 0..40 {
+            let cpus = 2 + rng.next_u64() % 7;
+            let n = cpus + rng.next_u64() % (3 * cpus);
+            let mut text = format!(
+                "[sim]\nduration = \"300ms\"\ncpus = {cpus}\nmultiprocessor = \"global\"\n"
+            );
+            if set % 2 == 1 {
+                text.push_str("on_miss = \"abort\"\n");
+            }
+            for i in 0..n {
+                let p = periods_ms[(rng.next_u64() % periods_ms.len() as u64) as usize];
+                // Up to 0.6 of a CPU each (some sets overloaded), in
+                // whole milliseconds so that completions often coincide.
+                let exec_us = 1000 * (1 + rng.next_u64() % (p * 6 / 10));
+                text.push_str(&format!(
+                    "[[task]]\nname = \"t{i}\"\nkind = \"periodic\"\nclass = \"edf\"\nperiod = \"{p}ms\"\nexec = \"{exec_us}us\"\n"
+                ));
+            }
+            let scn = Scenario::parse("t.toml", &text, &[]).unwrap();
+            let opts = RunOptions {
+                trace_cap: Some(usize::MAX),
+                ..Default::default()
+            };
+            let run = |shortcut: bool| {
+                let mut g = GlobalSim::new(&scn, &opts).unwrap();
+                g.shortcut = shortcut;
+                let interrupted = g.run_events(None);
+                let taken = g.shortcuts;
+                let o = g.finish(interrupted);
+                let slices: Vec<_> = o
+                    .trace
+                    .iter()
+                    .map(|s| (s.cpu, s.track, s.start, s.dur))
+                    .collect();
+                let counts: Vec<_> = o
+                    .tasks
+                    .iter()
+                    .map(|t| (t.jobs, t.deadline_misses, t.preemptions, t.aborted))
+                    .collect();
+                let m = o.multiprocessor.unwrap();
+                ((slices, counts, m.migrations, m.task_migrations), taken)
+            };
+            let (full, (short, taken)) = (run(false).0, run(true));
+            assert!(!full.0.is_empty());
+            assert_eq!(full, short, "set {set}: {text}");
+            shortcut_taken += taken;
+        }
+        // The shortcut was taken, and not only at a few instants.
+        assert!(shortcut_taken > 1_000, "{shortcut_taken}");
     }
 }
