@@ -19,14 +19,13 @@ pub fn summary(inputs: &[Input]) -> String {
         // fitting every task's tails would make a summary of a large
         // scenario slow (`report --html` shows them).
         let kept = !r.verdicts.is_empty();
-        let entries = if kept {
-            r.verdicts.clone()
-        } else if r.source == punctual_record::Source::Measured {
-            punctual_analysis::gate::record_verdicts(r)
-        } else {
+        let computed = if kept || r.source != punctual_record::Source::Measured {
             Vec::new()
+        } else {
+            punctual_analysis::gate::record_verdicts(r)
         };
-        let verdicts = super::verdict::entries(&entries);
+        let entries = if kept { &r.verdicts } else { &computed };
+        let verdicts = super::verdict::entries(entries);
         if !verdicts.is_empty() {
             s.push_str(&format!("{}: ", i.label));
             s.push_str(verdicts.trim_start_matches("== "));

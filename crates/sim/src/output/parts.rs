@@ -79,6 +79,23 @@ fn keep_worst(
     Some(keep)
 }
 
+/// [`keep_worst`] over the members `among` of a part of `len` (those
+/// that have what is folded: a dropped piece, a gap series), as a mask
+/// over all `len`; `cmp` compares members by their index in the part.
+fn keep_worst_among(
+    len: usize,
+    among: &[usize],
+    max: usize,
+    cmp: impl Fn(usize, usize) -> std::cmp::Ordering,
+) -> Option<Vec<bool>> {
+    let k = keep_worst(among.len(), max, |a, b| cmp(among[a], among[b]))?;
+    let mut keep = vec![false; len];
+    for (j, &i) in among.iter().enumerate() {
+        keep[i] = k[j];
+    }
+    Some(keep)
+}
+
 /// A part's account.
 fn part(total: usize, kept: usize, order: &str, sums: &[(&str, u64)]) -> FoldedPart {
     FoldedPart {
@@ -206,15 +223,11 @@ impl Parts {
         }
         let s = &o.sources;
         let dropping: Vec<usize> = (0..s.len()).filter(|&i| s[i].dropped > 0).collect();
-        let keep = keep_worst(dropping.len(), DROPPED_KEPT_MAX, |a, b| {
-            let (x, y) = (&s[dropping[a]], &s[dropping[b]]);
+        let keep = keep_worst_among(s.len(), &dropping, DROPPED_KEPT_MAX, |a, b| {
+            let (x, y) = (&s[a], &s[b]);
             y.dropped.cmp(&x.dropped).then_with(|| x.name.cmp(&y.name))
         });
-        if let Some(k) = keep {
-            let mut by_source = vec![false; s.len()];
-            for (j, &i) in dropping.iter().enumerate() {
-                by_source[i] = k[j];
-            }
+        if let Some(by_source) = keep {
             self.dropped = Some(by_source);
             self.info.insert(
                 "interrupt_work_dropped".into(),
@@ -233,17 +246,10 @@ impl Parts {
     fn fold_cpus(&mut self, o: &Outcome) {
         let c = &o.cpus;
         let gaps: Vec<usize> = (0..c.len()).filter(|&i| c[i].gaps.is_some()).collect();
-        let keep = keep_worst(gaps.len(), GAP_SERIES_MAX, |a, b| {
-            c[gaps[b]]
-                .total
-                .cmp(&c[gaps[a]].total)
-                .then(gaps[a].cmp(&gaps[b]))
+        let keep = keep_worst_among(c.len(), &gaps, GAP_SERIES_MAX, |a, b| {
+            c[b].total.cmp(&c[a].total).then(a.cmp(&b))
         });
-        if let Some(k) = keep {
-            let mut by_cpu = vec![false; c.len()];
-            for (j, &i) in gaps.iter().enumerate() {
-                by_cpu[i] = k[j];
-            }
+        if let Some(by_cpu) = keep {
             self.gap_cpus = Some(by_cpu);
             self.info.insert(
                 "gap_series".into(),
